@@ -1,0 +1,517 @@
+//! `runbyte.toml`: typed, strict, and every error names the file, the line and the key.
+//!
+//! Loading runs in three steps: parse the text into a spanned table, expand `${VAR}` in every
+//! string (the span of each string is kept, so a missing variable is reported on its line), then
+//! deserialize the typed [`Config`] with `deny_unknown_fields`. Relative paths resolve against
+//! the file's own folder.
+
+mod expand;
+mod import;
+mod locate;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
+
+pub use import::{ImportedServers, import_mcp_servers, servers_to_toml};
+use locate::Locator;
+
+/// The configuration Runbyte falls back on when no file is given or found: the repository's own
+/// `runbyte.toml` (the bundled plugins and the built-in demo server).
+pub const DEFAULT_CONFIG: &str = include_str!("../../../runbyte.toml");
+
+/// A configuration problem, located in its file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file at fault.
+    pub file: PathBuf,
+    /// 1-based line and column, when the problem has a place in the file.
+    pub position: Option<(usize, usize)>,
+    /// The dotted key at fault (`servers.demo.command`), when there is one.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some((line, column)) = self.position {
+            write!(f, ":{line}:{column}")?;
+        }
+        f.write_str(": ")?;
+        if let Some(key) = &self.key {
+            write!(f, "`{key}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// The whole of `runbyte.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// How Runbyte serves its upstream clients.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Where plugins are found.
+    #[serde(default)]
+    pub plugins: PluginsSection,
+    /// The codegen dialect.
+    #[serde(default)]
+    pub codegen: CodegenSection,
+    /// The sandbox policy and its tables.
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+    /// Downstream servers, by name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Configuration tables for transport plugins, by plugin name.
+    #[serde(default)]
+    pub transports: BTreeMap<String, toml::Table>,
+    /// The folder relative paths resolve against: the file's own folder.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+    /// The file this came from (or `<built-in default>`).
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+/// `[server]`: the upstream side.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerSection {
+    /// The transport plugin whose listener serves clients: `stdio`, `http`, `sse` or another.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// The address network listeners bind; loopback by default.
+    pub bind: Option<String>,
+    /// The bearer-token file for network listeners; created (mode 0600) when missing. Required
+    /// whenever `bind` is not a loopback address.
+    pub auth_token_file: Option<PathBuf>,
+    /// Extra Host names the network listeners accept (loopback names always are).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Extra Origins the network listeners accept (loopback origins always are).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// The largest request body a network listener accepts.
+    pub max_body_bytes: Option<u64>,
+    /// Where the audit log (JSON lines) goes; none by default.
+    pub audit_log: Option<PathBuf>,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            listen: default_listen(),
+            bind: None,
+            auth_token_file: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_body_bytes: None,
+            audit_log: None,
+        }
+    }
+}
+
+fn default_listen() -> String {
+    "stdio".to_owned()
+}
+
+/// `[plugins]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PluginsSection {
+    /// Folders searched for plugins by name, before the running binary's own folder.
+    #[serde(default)]
+    pub dirs: Vec<PathBuf>,
+    /// Plugins loaded by path.
+    #[serde(default)]
+    pub load: Vec<PluginLoad>,
+    /// Names of plugins to host in a child process each (see `[[plugins.load]] isolate`).
+    #[serde(default)]
+    pub isolate: Vec<String>,
+}
+
+/// `[[plugins.load]]`: one plugin by path.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PluginLoad {
+    /// The library file.
+    pub path: PathBuf,
+    /// Host this plugin in a child `runbyte` process, so that a crash takes down only itself.
+    #[serde(default)]
+    pub isolate: bool,
+}
+
+/// `[codegen]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CodegenSection {
+    /// The dialect plugin's name: `typescript`, `jsdoc` or a third-party one.
+    #[serde(default = "default_dialect")]
+    pub dialect: String,
+    /// `[codegen.<dialect>]` tables: each dialect's own configuration.
+    #[serde(flatten)]
+    pub tables: BTreeMap<String, toml::Value>,
+}
+
+impl Default for CodegenSection {
+    fn default() -> Self {
+        CodegenSection {
+            dialect: default_dialect(),
+            tables: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_dialect() -> String {
+    "typescript".to_owned()
+}
+
+/// `[sandbox]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SandboxSection {
+    /// The policy plugins, in order: one name or a list.
+    #[serde(default = "default_policy")]
+    pub policy: OneOrMany,
+    /// Worker processes kept ready for executions (process isolation).
+    pub workers: Option<usize>,
+    /// Executions that may wait for a worker before new ones are refused as busy.
+    pub queue: Option<usize>,
+    /// `[sandbox.<policy>]` tables: each policy's own configuration.
+    #[serde(flatten)]
+    pub tables: BTreeMap<String, toml::Value>,
+}
+
+impl Default for SandboxSection {
+    fn default() -> Self {
+        SandboxSection {
+            policy: default_policy(),
+            workers: None,
+            queue: None,
+            tables: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_policy() -> OneOrMany {
+    OneOrMany::One("limits".to_owned())
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One name.
+    One(String),
+    /// Several names, in order.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The names in order.
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(name) => vec![name.clone()],
+            OneOrMany::Many(names) => names.clone(),
+        }
+    }
+}
+
+/// Whether a downstream server's connection is shared by every upstream client session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Share {
+    /// One connection for all clients.
+    #[default]
+    Global,
+    /// One connection per upstream client session, for stateful servers.
+    Session,
+}
+
+/// `[servers.<name>]`: one downstream MCP server.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerConfig {
+    /// The program to start (stdio).
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables it gets on top of a short allowlist.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<PathBuf>,
+    /// The server's URL (streamable HTTP, or legacy SSE).
+    pub url: Option<String>,
+    /// HTTP headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The connector: `stdio`, `http`, `sse` or a third-party transport's name. Inferred when
+    /// absent: `stdio` for `command`, `http` falling back to `sse` for `url`.
+    pub transport: Option<String>,
+    /// One connection for everyone (`global`, the default) or one per client session.
+    #[serde(default)]
+    pub share: Share,
+    /// Leave the server out without deleting its table.
+    #[serde(default)]
+    pub disabled: bool,
+    /// How long `initialize` may take.
+    pub init_timeout_ms: Option<u64>,
+    /// How long one tool call may take.
+    pub call_timeout_ms: Option<u64>,
+}
+
+impl ServerConfig {
+    /// The connector this server uses, and whether it may fall back to legacy SSE.
+    pub fn connector(&self) -> (&str, bool) {
+        match (&self.transport, &self.command) {
+            (Some(transport), _) => (transport.as_str(), false),
+            (None, Some(_)) => ("stdio", false),
+            (None, None) => ("http", true),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_owned(),
+            position: None,
+            key: None,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        let base = path.parent().map(Path::to_owned).unwrap_or_default();
+        Config::parse(&text, path, &base)
+    }
+
+    /// Parses `text` as if read from `file`, resolving relative paths against `base_dir`.
+    pub fn parse(text: &str, file: &Path, base_dir: &Path) -> Result<Config, ConfigError> {
+        let locator = Locator::new(text, file);
+        let mut root = DeTable::parse(text).map_err(|e| locator.toml_error(&e))?;
+        expand::expand_table(root.get_mut(), &mut Vec::new(), &locator)?;
+        let include = take_include(root.get_mut(), &locator)?;
+        let deserializer = toml::de::Deserializer::from(root);
+        let mut config = Config::deserialize(deserializer).map_err(|e| locator.toml_error(&e))?;
+        config.base_dir = base_dir.to_owned();
+        config.source = file.to_owned();
+        for (path, span) in include {
+            config.include(&path, span, &locator)?;
+        }
+        config.resolve_paths();
+        config.validate(&locator)?;
+        Ok(config)
+    }
+
+    /// Reads an `mcpServers` JSON file named by `[servers] include` into `servers`.
+    fn include(
+        &mut self,
+        path: &str,
+        span: std::ops::Range<usize>,
+        locator: &Locator,
+    ) -> Result<(), ConfigError> {
+        let resolved = resolve(&self.base_dir, Path::new(path));
+        let at_include =
+            |message: String| locator.error_at(span.clone(), "servers.include", message);
+        let text = std::fs::read_to_string(&resolved)
+            .map_err(|e| at_include(format!("cannot read {}: {e}", resolved.display())))?;
+        let imported = import_mcp_servers(&text)
+            .map_err(|e| at_include(format!("{}: {e}", resolved.display())))?;
+        for (name, server) in imported.servers {
+            if self.servers.contains_key(&name) {
+                return Err(at_include(format!(
+                    "{} defines server `{name}`, which this file defines too",
+                    resolved.display()
+                )));
+            }
+            self.servers.insert(name, server);
+        }
+        Ok(())
+    }
+
+    fn resolve_paths(&mut self) {
+        let base = self.base_dir.clone();
+        for dir in &mut self.plugins.dirs {
+            *dir = resolve(&base, dir);
+        }
+        for load in &mut self.plugins.load {
+            load.path = resolve(&base, &load.path);
+        }
+        if let Some(file) = &mut self.server.auth_token_file {
+            *file = resolve(&base, file);
+        }
+        if let Some(file) = &mut self.server.audit_log {
+            *file = resolve(&base, file);
+        }
+        for server in self.servers.values_mut() {
+            if let Some(cwd) = &mut server.cwd {
+                *cwd = resolve(&base, cwd);
+            }
+            // A command given as a relative path (`./bin/server`) is relative to the file, as a
+            // bare name (`npx`) is looked up on PATH.
+            if let Some(command) = &mut server.command
+                && (command.starts_with("./") || command.starts_with("../"))
+            {
+                *command = resolve(&base, Path::new(command.as_str()))
+                    .display()
+                    .to_string();
+            }
+        }
+    }
+
+    fn validate(&self, locator: &Locator) -> Result<(), ConfigError> {
+        for (name, server) in &self.servers {
+            let key = format!("servers.{}", locate::key_segment(name));
+            let error = |message: &str| locator.error_at_key(&key, message.to_owned());
+            match (&server.command, &server.url) {
+                (Some(_), Some(_)) => {
+                    return Err(error(
+                        "give either `command` (stdio) or `url` (HTTP), not both",
+                    ));
+                }
+                (None, None) if server.transport.is_none() => {
+                    return Err(error("a server needs `command` (stdio) or `url` (HTTP)"));
+                }
+                _ => {}
+            }
+            if let Some(url) = &server.url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                return Err(locator.error_at_key(
+                    &format!("{key}.url"),
+                    format!("`{url}` is not an http:// or https:// URL"),
+                ));
+            }
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(error("a server name must be non-empty and contain no `/`"));
+            }
+        }
+        let policies = self.sandbox.policy.names();
+        if policies.is_empty() {
+            return Err(
+                locator.error_at_key("sandbox.policy", "name at least one policy".to_owned())
+            );
+        }
+        for (key, value) in &self.sandbox.tables {
+            if !policies.contains(key) {
+                return Err(locator.error_at_key(
+                    &format!("sandbox.{key}"),
+                    format!(
+                        "unknown key: not a [sandbox] setting (policy, workers, queue) and no \
+                         policy named `{key}` is configured (policy = {policies:?})"
+                    ),
+                ));
+            }
+            if !value.is_table() {
+                return Err(locator.error_at_key(
+                    &format!("sandbox.{key}"),
+                    "a policy's configuration must be a table".to_owned(),
+                ));
+            }
+        }
+        for (key, value) in &self.codegen.tables {
+            if !value.is_table() {
+                return Err(locator.error_at_key(
+                    &format!("codegen.{key}"),
+                    "unknown key: [codegen] has `dialect` and one table per dialect".to_owned(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The configuration table of the named policy (`{}` when the file has none).
+    pub fn policy_table(&self, name: &str) -> serde_json::Value {
+        table_json(self.sandbox.tables.get(name))
+    }
+
+    /// The configuration table of the named dialect (`{}` when the file has none).
+    pub fn dialect_table(&self, name: &str) -> serde_json::Value {
+        table_json(self.codegen.tables.get(name))
+    }
+
+    /// The configuration table of the named transport (`{}` when the file has none).
+    pub fn transport_table(&self, name: &str) -> serde_json::Value {
+        self.transports
+            .get(name)
+            .and_then(|table| serde_json::to_value(table).ok())
+            .unwrap_or_else(|| serde_json::json!({}))
+    }
+
+    /// The servers that are not disabled.
+    pub fn enabled_servers(&self) -> impl Iterator<Item = (&String, &ServerConfig)> {
+        self.servers.iter().filter(|(_, server)| !server.disabled)
+    }
+}
+
+fn table_json(value: Option<&toml::Value>) -> serde_json::Value {
+    value
+        .and_then(|value| serde_json::to_value(value).ok())
+        .unwrap_or_else(|| serde_json::json!({}))
+}
+
+/// Takes `servers.include` out of the document (it is not a server), returning each file named
+/// with the span of its string.
+fn take_include(
+    root: &mut DeTable<'_>,
+    locator: &Locator,
+) -> Result<Vec<(String, std::ops::Range<usize>)>, ConfigError> {
+    let Some(servers) = root.get_mut("servers") else {
+        return Ok(Vec::new());
+    };
+    let span = servers.span();
+    let DeValue::Table(servers) = servers.get_mut() else {
+        return Err(locator.error_at(span, "servers", "must be a table".to_owned()));
+    };
+    let Some(include) = servers.remove("include") else {
+        return Ok(Vec::new());
+    };
+    let span = include.span();
+    let not_a_file = || {
+        locator.error_at(
+            span.clone(),
+            "servers.include",
+            "must be a file name or a list of them".to_owned(),
+        )
+    };
+    match include.into_inner() {
+        DeValue::String(path) => Ok(vec![(path.into_owned(), span.clone())]),
+        DeValue::Array(items) => items
+            .into_iter()
+            .map(|item| {
+                let item_span = item.span();
+                match item.into_inner() {
+                    DeValue::String(path) => Ok((path.into_owned(), item_span)),
+                    _ => Err(not_a_file()),
+                }
+            })
+            .collect(),
+        _ => Err(not_a_file()),
+    }
+}
+
+/// `path` made absolute against `base`, with a leading `~/` meaning the home folder.
+pub fn resolve(base: &Path, path: &Path) -> PathBuf {
+    if let Ok(rest) = path.strip_prefix("~")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        base.join(path)
+    }
+}

@@ -1,0 +1,217 @@
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use super::{Config, ConfigError, Share, expand::expand};
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(
+        text,
+        Path::new("/etc/runbyte/runbyte.toml"),
+        Path::new("/etc/runbyte"),
+    )
+}
+
+fn error(text: &str) -> ConfigError {
+    parse(text).err().unwrap()
+}
+
+#[test]
+fn the_default_configuration_parses() {
+    let config = parse(super::DEFAULT_CONFIG).unwrap();
+    assert_eq!(config.server.listen, "stdio");
+    assert_eq!(config.codegen.dialect, "typescript");
+    assert_eq!(config.sandbox.policy.names(), ["limits"]);
+    assert_eq!(config.policy_table("limits")["timeout-ms"], 30000);
+    let demo = &config.servers["demo"];
+    assert_eq!(demo.args, ["demo-server"]);
+    assert_eq!(demo.connector(), ("stdio", false));
+    assert!(!demo.command.as_deref().unwrap().contains("${"));
+    assert_eq!(
+        config.plugins.dirs,
+        [Path::new("/etc/runbyte/target/release")]
+    );
+}
+
+#[test]
+fn an_unknown_key_names_the_file_line_and_key() {
+    let e = error("[servers.demo]\ncommand = \"x\"\ncomand = \"y\"\n");
+    assert_eq!(e.file, Path::new("/etc/runbyte/runbyte.toml"));
+    assert_eq!(e.position.map(|p| p.0), Some(3));
+    assert_eq!(e.key.as_deref(), Some("servers.demo.comand"));
+    assert!(e.message.contains("unknown field `comand`"), "{e}");
+    assert!(
+        e.to_string().starts_with("/etc/runbyte/runbyte.toml:3:"),
+        "{e}"
+    );
+
+    let e = error("[sever]\nlisten = \"http\"\n");
+    assert_eq!(e.key.as_deref(), Some("sever"));
+    assert!(e.message.contains("unknown field `sever`"), "{e}");
+}
+
+#[test]
+fn a_wrong_type_names_the_key() {
+    let e = error("[servers.demo]\ncommand = \"x\"\nargs = \"not a list\"\n");
+    assert_eq!(e.position.map(|p| p.0), Some(3));
+    assert_eq!(e.key.as_deref(), Some("servers.demo.args"));
+    assert!(e.message.contains("invalid type"), "{e}");
+}
+
+#[test]
+fn variables_expand_with_defaults_and_a_missing_one_is_named() {
+    // SAFETY: no other test reads these variables.
+    unsafe {
+        std::env::set_var("RUNBYTE_TEST_TOKEN", "s3cret");
+        std::env::remove_var("RUNBYTE_TEST_MISSING");
+    }
+    let config = parse(
+        "[servers.gh]\nurl = \"https://example.com/mcp\"\nheaders = { Authorization = \"Bearer ${RUNBYTE_TEST_TOKEN}\", X = \"${RUNBYTE_TEST_MISSING:-none}\" }\n",
+    )
+    .unwrap();
+    let headers = &config.servers["gh"].headers;
+    assert_eq!(headers["Authorization"], "Bearer s3cret");
+    assert_eq!(headers["X"], "none");
+    assert_eq!(config.servers["gh"].connector(), ("http", true));
+
+    let e = error(
+        "[servers.gh]\nurl = \"https://example.com\"\n\nheaders = { A = \"${RUNBYTE_TEST_MISSING}\" }\n",
+    );
+    assert_eq!(e.position.map(|p| p.0), Some(4));
+    assert_eq!(e.key.as_deref(), Some("servers.gh.headers.A"));
+    assert!(
+        e.message.contains("`RUNBYTE_TEST_MISSING` is not set"),
+        "{e}"
+    );
+}
+
+#[test]
+fn expansion_rules() {
+    let lookup = |name: &str| (name == "A").then(|| "a".to_owned());
+    assert_eq!(expand("x${A}y", &lookup).unwrap(), "xay");
+    assert_eq!(expand("${B:-dflt}", &lookup).unwrap(), "dflt");
+    assert_eq!(expand("$${A} costs $5", &lookup).unwrap(), "${A} costs $5");
+    assert!(expand("${A", &lookup).unwrap_err().contains("closing"));
+    assert!(
+        expand("${1x}", &lookup)
+            .unwrap_err()
+            .contains("not a variable reference")
+    );
+}
+
+#[test]
+fn a_server_needs_exactly_one_of_command_and_url() {
+    let e = error("[servers.both]\ncommand = \"x\"\nurl = \"http://h\"\n");
+    assert_eq!(e.key.as_deref(), Some("servers.both"));
+    assert!(e.message.contains("not both"), "{e}");
+    let e = error("[servers.none]\nargs = []\n");
+    assert!(e.message.contains("needs `command`"), "{e}");
+    let e = error("[servers.bad]\nurl = \"ftp://h\"\n");
+    assert_eq!(e.key.as_deref(), Some("servers.bad.url"));
+}
+
+#[test]
+fn relative_paths_resolve_against_the_files_folder() {
+    let config = parse(
+        "[plugins]\ndirs = [\"plugins\", \"/abs\"]\n[servers.local]\ncommand = \"./bin/server\"\ncwd = \"work\"\nshare = \"session\"\n[servers.path]\ncommand = \"npx\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        config.plugins.dirs,
+        [Path::new("/etc/runbyte/plugins"), Path::new("/abs")]
+    );
+    assert_eq!(
+        config.servers["local"].command.as_deref(),
+        Some("/etc/runbyte/./bin/server")
+    );
+    assert_eq!(
+        config.servers["local"].cwd.as_deref(),
+        Some(Path::new("/etc/runbyte/work"))
+    );
+    assert_eq!(config.servers["local"].share, Share::Session);
+    assert_eq!(config.servers["path"].command.as_deref(), Some("npx"));
+}
+
+#[test]
+fn a_policy_table_needs_its_policy() {
+    let e = error("[sandbox]\npolicy = \"limits\"\n[sandbox.readonly]\nallow = []\n");
+    assert_eq!(e.key.as_deref(), Some("sandbox.readonly"));
+    assert!(e.message.contains("no policy named `readonly`"), "{e}");
+    let config = parse("[sandbox]\npolicy = [\"limits\", \"readonly\"]\n[sandbox.readonly]\nallow = [\"demo/*\"]\n").unwrap();
+    assert_eq!(config.policy_table("readonly")["allow"][0], "demo/*");
+}
+
+#[test]
+fn an_include_reads_mcp_servers_in_place_and_a_bad_one_is_named() {
+    let dir = std::env::temp_dir().join(format!("runbyte-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("claude.json"),
+        r#"{"mcpServers": {"files": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"]},
+            "remote": {"url": "https://example.com/mcp", "type": "sse"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("broken.json"), "{ not json").unwrap();
+    let file = dir.join("runbyte.toml");
+    let config = Config::parse("[servers]\ninclude = \"claude.json\"\n", &file, &dir).unwrap();
+    assert_eq!(
+        config.servers["files"].args,
+        ["-y", "server-filesystem", "/tmp"]
+    );
+    assert_eq!(config.servers["remote"].transport.as_deref(), Some("sse"));
+
+    let e = Config::parse("[servers]\ninclude = \"broken.json\"\n", &file, &dir)
+        .err()
+        .unwrap();
+    assert_eq!(e.key.as_deref(), Some("servers.include"));
+    assert_eq!(e.position.map(|p| p.0), Some(2));
+    assert!(
+        e.message.contains("broken.json") && e.message.contains("not valid JSON"),
+        "{e}"
+    );
+
+    let e = Config::parse("[servers]\ninclude = \"absent.json\"\n", &file, &dir)
+        .err()
+        .unwrap();
+    assert!(
+        e.message.contains("cannot read") && e.message.contains("absent.json"),
+        "{e}"
+    );
+
+    let e = Config::parse(
+        "[servers]\ninclude = \"claude.json\"\n[servers.files]\ncommand = \"x\"\n",
+        &file,
+        &dir,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.message
+            .contains("defines server `files`, which this file defines too"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn import_converts_each_clients_spelling() {
+    let imported = super::import_mcp_servers(
+        r#"{"servers": {"gh": {"type": "http", "url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer x"}},
+            "local": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}, "alwaysAllow": ["x"]}}}"#,
+    )
+    .unwrap();
+    assert_eq!(imported.servers["gh"].transport.as_deref(), Some("http"));
+    assert_eq!(
+        imported.notes,
+        ["server `local`: dropped `alwaysAllow` (Runbyte has no such setting)"]
+    );
+    let text = super::servers_to_toml(&imported);
+    let back = parse(&text).unwrap();
+    assert_eq!(back.servers["local"], imported.servers["local"]);
+    assert_eq!(back.servers["gh"].headers["Authorization"], "Bearer x");
+    assert!(
+        super::import_mcp_servers("{}")
+            .unwrap_err()
+            .contains("no `mcpServers`")
+    );
+}

@@ -1,0 +1,536 @@
+//! The Hub: one MCP client per downstream server.
+//!
+//! Every server is connected in parallel at start, each within its initialize timeout; one that
+//! fails never holds up the others. Its failure is kept for display and it is retried with
+//! backoff, and a server that dies is started again on its next call. Calls are validated against
+//! the tool's `inputSchema`, bounded by a timeout, and cancelled downstream when abandoned.
+
+mod client;
+mod transports;
+pub mod validate;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use rmcp::{
+    model::{CallToolRequestParams, CallToolResult, Tool},
+    service::ServiceError,
+};
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc};
+
+pub use client::Connection;
+pub use transports::Transports;
+
+use crate::config::{Config, ServerConfig, Share};
+
+/// How long `initialize` may take unless a server says otherwise.
+pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a tool call may take unless the server or the policy says otherwise.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const MAX_RETRY: Duration = Duration::from_secs(60);
+
+/// Something that happened to a downstream server, for subscribers (the codegen driver, upstream
+/// sessions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubEvent {
+    /// The server's tool list changed (or it came up, or went down).
+    ToolsChanged { server: String },
+}
+
+/// Where a server stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Not yet connected.
+    Starting,
+    /// Connected, with this many tools.
+    Ready,
+    /// Not connected, and why.
+    Failed { error: String, attempts: u32 },
+}
+
+/// A tool call that failed before it produced a result. (A tool that ran and reported an error
+/// is a `CallToolResult` with `isError`, not this.)
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown server `{server}`; the servers are: {known}")]
+    UnknownServer { server: String, known: String },
+    #[error("server `{server}` has no tool `{tool}`{hint}")]
+    UnknownTool {
+        server: String,
+        tool: String,
+        hint: String,
+    },
+    #[error("{server}/{tool}: {message}")]
+    InvalidArguments {
+        server: String,
+        tool: String,
+        message: String,
+    },
+    #[error("server `{server}` is unavailable: {reason}")]
+    Unavailable { server: String, reason: String },
+    #[error("server `{server}` {reason} (while calling `{tool}`)")]
+    Exited {
+        server: String,
+        tool: String,
+        reason: String,
+    },
+    #[error("{server}/{tool} did not answer within {} ms (cancelled)", .after.as_millis())]
+    Timeout {
+        server: String,
+        tool: String,
+        after: Duration,
+    },
+    #[error("{server}/{tool} failed: {message}")]
+    Protocol {
+        server: String,
+        tool: String,
+        message: String,
+    },
+}
+
+/// How one call is made.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// The upstream client session making it (for `share = "session"` servers).
+    pub session: Option<String>,
+    /// The most it may take; the server's `call-timeout-ms` or the default when `None`.
+    pub timeout: Option<Duration>,
+}
+
+struct Slot {
+    name: String,
+    config: ServerConfig,
+    status: Mutex<Status>,
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    sessions: tokio::sync::Mutex<HashMap<String, Arc<Connection>>>,
+    backoff: Mutex<Duration>,
+    retrying: Mutex<bool>,
+}
+
+impl Slot {
+    fn set_status(&self, status: Status) {
+        if let Ok(mut slot) = self.status.lock() {
+            *slot = status;
+        }
+    }
+
+    fn status(&self) -> Status {
+        self.status
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or(Status::Starting)
+    }
+
+    fn init_timeout(&self) -> Duration {
+        self.config
+            .init_timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_INIT_TIMEOUT)
+    }
+}
+
+struct Inner {
+    transports: Arc<Transports>,
+    servers: BTreeMap<String, Arc<Slot>>,
+    events: broadcast::Sender<HubEvent>,
+    changes: mpsc::UnboundedSender<String>,
+}
+
+/// The Hub. Cheap to clone.
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<Inner>,
+}
+
+/// A server as the Hub sees it.
+#[derive(Debug, Clone)]
+pub struct ServerView {
+    /// Its name in `runbyte.toml`.
+    pub name: String,
+    /// Where it stands.
+    pub status: Status,
+    /// Its tools as last listed (empty when it is down).
+    pub tools: Arc<Vec<Tool>>,
+}
+
+impl Hub {
+    /// A Hub for the configuration's enabled servers. Nothing connects until [`Hub::start`].
+    /// Must be called inside the tokio runtime.
+    pub fn new(config: &Config, transports: Arc<Transports>) -> Self {
+        let servers = config
+            .enabled_servers()
+            .map(|(name, server)| {
+                let slot = Slot {
+                    name: name.clone(),
+                    config: server.clone(),
+                    status: Mutex::new(Status::Starting),
+                    connection: tokio::sync::Mutex::new(None),
+                    sessions: tokio::sync::Mutex::new(HashMap::new()),
+                    backoff: Mutex::new(FIRST_RETRY),
+                    retrying: Mutex::new(false),
+                };
+                (name.clone(), Arc::new(slot))
+            })
+            .collect();
+        let (events, _) = broadcast::channel(256);
+        let (changes, mut changed) = mpsc::unbounded_channel::<String>();
+        let hub = Hub {
+            inner: Arc::new(Inner {
+                transports,
+                servers,
+                events,
+                changes,
+            }),
+        };
+        let weak = Arc::downgrade(&hub.inner);
+        tokio::spawn(async move {
+            while let Some(server) = changed.recv().await {
+                let Some(inner) = weak.upgrade() else { return };
+                Hub { inner }.relist(&server).await;
+            }
+        });
+        hub
+    }
+
+    /// Connects every server in parallel; returns once each has connected or failed. Failed
+    /// servers are retried in the background.
+    pub async fn start(&self) {
+        let attempts = self.inner.servers.values().map(|slot| {
+            let hub = self.clone();
+            let slot = slot.clone();
+            async move {
+                let _ = hub.ensure_connected(&slot).await;
+            }
+        });
+        futures::future::join_all(attempts).await;
+    }
+
+    /// Notifications of tool-list changes.
+    pub fn subscribe(&self) -> broadcast::Receiver<HubEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// The configured servers' names, sorted.
+    pub fn server_names(&self) -> Vec<String> {
+        self.inner.servers.keys().cloned().collect()
+    }
+
+    /// Every server with its status and tools, sorted by name.
+    pub async fn servers(&self) -> Vec<ServerView> {
+        let mut views = Vec::new();
+        for slot in self.inner.servers.values() {
+            let tools = match slot.connection.lock().await.as_ref() {
+                Some(connection) => connection.tools(),
+                None => Arc::default(),
+            };
+            views.push(ServerView {
+                name: slot.name.clone(),
+                status: slot.status(),
+                tools,
+            });
+        }
+        views
+    }
+
+    /// One server's view, if it is configured.
+    pub async fn server(&self, name: &str) -> Option<ServerView> {
+        self.servers()
+            .await
+            .into_iter()
+            .find(|view| view.name == name)
+    }
+
+    fn slot(&self, server: &str) -> Result<&Arc<Slot>, CallError> {
+        self.inner
+            .servers
+            .get(server)
+            .ok_or_else(|| CallError::UnknownServer {
+                server: server.to_owned(),
+                known: self.server_names().join(", "),
+            })
+    }
+
+    /// The live shared connection to a server, connecting (once, for all callers waiting) when
+    /// there is none or the last one died.
+    async fn ensure_connected(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, String> {
+        let mut current = slot.connection.lock().await;
+        if let Some(connection) = current.as_ref() {
+            if connection.is_alive() {
+                return Ok(connection.clone());
+            }
+            let why = connection
+                .close_reason()
+                .unwrap_or_else(|| "closed the connection".to_owned());
+            tracing::warn!(server = %slot.name, "server {why}; starting it again");
+            connection.close().await;
+            *current = None;
+            let _ = self.inner.events.send(HubEvent::ToolsChanged {
+                server: slot.name.clone(),
+            });
+        }
+        match self.open(slot).await {
+            Ok(connection) => {
+                let connection = Arc::new(connection);
+                *current = Some(connection.clone());
+                slot.set_status(Status::Ready);
+                if let Ok(mut backoff) = slot.backoff.lock() {
+                    *backoff = FIRST_RETRY;
+                }
+                tracing::info!(server = %slot.name, tools = connection.tools().len(), "connected");
+                let _ = self.inner.events.send(HubEvent::ToolsChanged {
+                    server: slot.name.clone(),
+                });
+                Ok(connection)
+            }
+            Err(error) => {
+                let attempts = match slot.status() {
+                    Status::Failed { attempts, .. } => attempts + 1,
+                    _ => 1,
+                };
+                tracing::warn!(server = %slot.name, attempts, "cannot connect: {error}");
+                slot.set_status(Status::Failed {
+                    error: error.clone(),
+                    attempts,
+                });
+                drop(current);
+                self.schedule_retry(slot.clone());
+                Err(error)
+            }
+        }
+    }
+
+    async fn open(&self, slot: &Slot) -> Result<Connection, String> {
+        let (transport_name, fallback) = slot.config.connector();
+        let transport = self
+            .inner
+            .transports
+            .get(transport_name)
+            .map_err(|e| e.to_string())?;
+        client::connect(
+            &slot.name,
+            &slot.config,
+            transport,
+            fallback,
+            slot.init_timeout(),
+            self.inner.changes.clone(),
+        )
+        .await
+    }
+
+    /// Retries a failed server in the background, doubling the wait each time up to a minute.
+    fn schedule_retry(&self, slot: Arc<Slot>) {
+        {
+            let Ok(mut retrying) = slot.retrying.lock() else {
+                return;
+            };
+            if *retrying {
+                return;
+            }
+            *retrying = true;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let wait = {
+                let Ok(mut backoff) = slot.backoff.lock() else {
+                    return;
+                };
+                let wait = *backoff;
+                *backoff = (*backoff * 2).min(MAX_RETRY);
+                wait
+            };
+            tokio::time::sleep(wait).await;
+            if let Ok(mut retrying) = slot.retrying.lock() {
+                *retrying = false;
+            }
+            let Some(inner) = weak.upgrade() else { return };
+            if matches!(slot.status(), Status::Failed { .. }) {
+                let _ = Hub { inner }.ensure_connected(&slot).await;
+            }
+        });
+    }
+
+    /// Re-lists a server's tools after `list_changed`, and tells subscribers.
+    async fn relist(&self, server: &str) {
+        let Some(slot) = self.inner.servers.get(server) else {
+            return;
+        };
+        let connection = slot.connection.lock().await.clone();
+        let Some(connection) = connection else { return };
+        match connection.relist().await {
+            Ok(tools) => {
+                tracing::info!(server, tools = tools.len(), "tool list changed");
+                let _ = self.inner.events.send(HubEvent::ToolsChanged {
+                    server: server.to_owned(),
+                });
+            }
+            Err(error) => tracing::warn!(server, "re-listing tools failed: {error}"),
+        }
+    }
+
+    /// The connection a call from `session` uses: the shared one, or for `share = "session"`
+    /// servers the session's own.
+    async fn connection_for(
+        &self,
+        slot: &Arc<Slot>,
+        session: Option<&str>,
+    ) -> Result<Arc<Connection>, String> {
+        let session = match (slot.config.share, session) {
+            (Share::Session, Some(session)) => session,
+            _ => return self.ensure_connected(slot).await,
+        };
+        let mut sessions = slot.sessions.lock().await;
+        if let Some(connection) = sessions.get(session)
+            && connection.is_alive()
+        {
+            return Ok(connection.clone());
+        }
+        if let Some(dead) = sessions.remove(session) {
+            dead.close().await;
+        }
+        let connection = Arc::new(self.open(slot).await?);
+        sessions.insert(session.to_owned(), connection.clone());
+        Ok(connection)
+    }
+
+    /// Closes the connections a client session opened to `share = "session"` servers.
+    pub async fn end_session(&self, session: &str) {
+        for slot in self.inner.servers.values() {
+            let connection = slot.sessions.lock().await.remove(session);
+            if let Some(connection) = connection {
+                connection.close().await;
+            }
+        }
+    }
+
+    /// The tool called `tool` on `server` as last listed.
+    pub async fn tool(&self, server: &str, tool: &str) -> Result<Tool, CallError> {
+        let slot = self.slot(server)?;
+        let connection =
+            self.ensure_connected(slot)
+                .await
+                .map_err(|reason| CallError::Unavailable {
+                    server: server.to_owned(),
+                    reason,
+                })?;
+        let tools = connection.tools();
+        if let Some(found) = tools.iter().find(|t| t.name == tool) {
+            return Ok(found.clone());
+        }
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        let hint = match crate::text::closest(tool, names.iter().copied()) {
+            Some(close) => format!("; did you mean `{close}`?"),
+            None if names.is_empty() => "; it lists no tools".to_owned(),
+            None => format!("; its tools are: {}", names.join(", ")),
+        };
+        Err(CallError::UnknownTool {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            hint,
+        })
+    }
+
+    /// Calls a tool: checks the arguments, sends the call bounded by its timeout (cancelling it
+    /// downstream when abandoned), and returns the server's result.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Value,
+        options: CallOptions,
+    ) -> Result<CallToolResult, CallError> {
+        let slot = self.slot(server)?.clone();
+        let spec = self.tool(server, tool).await?;
+        let schema = Value::Object(spec.input_schema.as_ref().clone());
+        validate::check(&schema, &args).map_err(|message| CallError::InvalidArguments {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            message,
+        })?;
+        let Value::Object(arguments) = args else {
+            return Err(CallError::InvalidArguments {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message: "the arguments must be an object".to_owned(),
+            });
+        };
+        let connection = self
+            .connection_for(&slot, options.session.as_deref())
+            .await
+            .map_err(|reason| CallError::Unavailable {
+                server: server.to_owned(),
+                reason,
+            })?;
+        let timeout = options
+            .timeout
+            .or(slot.config.call_timeout_ms.map(Duration::from_millis))
+            .unwrap_or(DEFAULT_CALL_TIMEOUT);
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = Some(arguments);
+        let started = Instant::now();
+        let peer = connection.service.peer().clone();
+        let outcome = tokio::time::timeout(timeout, peer.call_tool(params)).await;
+        tracing::debug!(
+            server,
+            tool,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "call"
+        );
+        match outcome {
+            Ok(Ok(result)) => Ok(result),
+            Err(_) => Err(CallError::Timeout {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                after: timeout,
+            }),
+            Ok(Err(ServiceError::McpError(error))) => Err(CallError::Protocol {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message: format!("{} (JSON-RPC error {})", error.message, error.code.0),
+            }),
+            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                // The reader records the exit status a moment after the pipe closes.
+                for _ in 0..20 {
+                    if connection.close_reason().is_some() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let reason = connection
+                    .close_reason()
+                    .unwrap_or_else(|| "closed the connection".to_owned());
+                slot.set_status(Status::Failed {
+                    error: format!("{reason}; restarts on its next call"),
+                    attempts: 0,
+                });
+                Err(CallError::Exited {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    reason,
+                })
+            }
+            Ok(Err(other)) => Err(CallError::Protocol {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message: other.to_string(),
+            }),
+        }
+    }
+
+    /// Closes every connection.
+    pub async fn shutdown(&self) {
+        for slot in self.inner.servers.values() {
+            if let Some(connection) = slot.connection.lock().await.take() {
+                connection.close().await;
+            }
+            let sessions: Vec<_> = slot.sessions.lock().await.drain().map(|(_, c)| c).collect();
+            for connection in sessions {
+                connection.close().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Runbyte: an MCP code-mode gateway.
+//!
+//! The binary is `runbyte` (`main.rs`); this library holds everything it runs, so that the
+//! end-to-end tests and benchmarks can drive the same code.
+
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod hub;
+pub mod logging;
+pub mod plugin;
+pub mod pump;
+pub mod runtime;
+pub mod server;
+pub mod text;

@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    runbyte_core::cli::main()
+}

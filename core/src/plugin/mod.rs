@@ -1,0 +1,213 @@
+//! The plugin host: finds plugin files, checks them, opens them, and wraps their raw ABI objects
+//! into ordinary Rust types (STYLE.md §2). Nothing outside this module sees abi_stable.
+
+mod error;
+mod load;
+mod wrap;
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+pub use error::{CallError, PluginError};
+pub use load::{PluginInfo, read_descriptor};
+use runbyte_plugin_api::{PluginInstance, PluginKind};
+pub use wrap::{Accepted, CodegenPlugin, Listener, PolicyPlugin, Pump, Received, TransportPlugin};
+
+use crate::config::Config;
+
+/// Where plugins are looked for, in order: `[[plugins.load]]` paths, `[plugins] dirs`, then the
+/// running binary's own folder.
+#[derive(Debug, Clone)]
+pub struct PluginSearch {
+    dirs: Vec<PathBuf>,
+    paths: Vec<PathBuf>,
+}
+
+impl PluginSearch {
+    /// The search order a configuration gives.
+    pub fn from_config(config: &Config) -> Self {
+        let mut dirs = config.plugins.dirs.clone();
+        if let Some(own) = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_owned))
+        {
+            dirs.push(own);
+        }
+        let mut seen = Vec::new();
+        dirs.retain(|dir| {
+            let key = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+            let fresh = !seen.contains(&key);
+            seen.push(key);
+            fresh
+        });
+        let paths = config
+            .plugins
+            .load
+            .iter()
+            .map(|load| load.path.clone())
+            .collect();
+        PluginSearch { dirs, paths }
+    }
+
+    /// The folders searched by name.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// The file name a plugin found by name has: `librunbyte_<kind>_<name>.so` on Linux.
+    pub fn file_name(kind: PluginKind, name: &str) -> String {
+        format!(
+            "{}runbyte_{}_{}{}",
+            std::env::consts::DLL_PREFIX,
+            kind,
+            name.replace('-', "_"),
+            std::env::consts::DLL_SUFFIX
+        )
+    }
+
+    /// Finds the plugin of `kind` called `name`: a `[[plugins.load]]` file whose descriptor has
+    /// that name first (of whatever kind: opening it then says it is the wrong one), else the
+    /// conventional file name in each folder.
+    pub fn find(&self, kind: PluginKind, name: &str) -> Result<PluginInfo, PluginError> {
+        let mut other_kind = None;
+        let mut unreadable = None;
+        for path in &self.paths {
+            // A broken `[[plugins.load]]` file is reported by `check`; it must not hide others.
+            let info = match read_descriptor(path) {
+                Ok(info) => info,
+                Err(error) => {
+                    unreadable.get_or_insert(error);
+                    continue;
+                }
+            };
+            if info.name == name {
+                if info.kind == Some(kind) {
+                    return Ok(info);
+                }
+                other_kind.get_or_insert(info);
+            }
+        }
+        let file = Self::file_name(kind, name);
+        for dir in &self.dirs {
+            let candidate = dir.join(&file);
+            if candidate.exists() {
+                return read_descriptor(&candidate);
+            }
+        }
+        if let Some(info) = other_kind {
+            return Ok(info);
+        }
+        // The plugin may be the one in the file that would not load.
+        if let Some(error) = unreadable {
+            return Err(error);
+        }
+        Err(PluginError::NotFound {
+            kind,
+            name: name.to_owned(),
+            file,
+            searched: self.dirs.clone(),
+        })
+    }
+
+    /// Every plugin file in the search path, each read or refused on its own.
+    pub fn discover(&self) -> Vec<Result<PluginInfo, PluginError>> {
+        let mut files: Vec<PathBuf> = self.paths.clone();
+        let prefix = format!("{}runbyte_", std::env::consts::DLL_PREFIX);
+        for dir in &self.dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| {
+                    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n.starts_with(&prefix) && n.ends_with(std::env::consts::DLL_SUFFIX)
+                    })
+                })
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
+        let mut seen = Vec::new();
+        let mut results = Vec::new();
+        let mut names: BTreeMap<(u32, String), PathBuf> = BTreeMap::new();
+        for path in files {
+            let key = path.canonicalize().unwrap_or_else(|_| path.clone());
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let result = read_descriptor(&path);
+            // A name found twice: the first one in search order wins, as `find` would choose.
+            if let Ok(info) = &result
+                && names
+                    .insert((info.raw_kind, info.name.clone()), path.clone())
+                    .is_some()
+            {
+                continue;
+            }
+            results.push(result);
+        }
+        results
+    }
+}
+
+/// Opens a transport plugin found by name.
+pub fn open_transport(
+    search: &PluginSearch,
+    name: &str,
+    config: &serde_json::Value,
+) -> Result<TransportPlugin, PluginError> {
+    let info = search.find(PluginKind::Transport, name)?;
+    match load::open(&info, PluginKind::Transport, config)? {
+        PluginInstance::Transport(raw) => Ok(TransportPlugin::new(info, raw)),
+        _ => unreachable_kind(&info, PluginKind::Transport),
+    }
+}
+
+/// Opens a codegen dialect plugin found by name.
+pub fn open_codegen(
+    search: &PluginSearch,
+    name: &str,
+    config: &serde_json::Value,
+) -> Result<CodegenPlugin, PluginError> {
+    let info = search.find(PluginKind::Codegen, name)?;
+    match load::open(&info, PluginKind::Codegen, config)? {
+        PluginInstance::Codegen(raw) => Ok(CodegenPlugin::new(info, raw)),
+        _ => unreachable_kind(&info, PluginKind::Codegen),
+    }
+}
+
+/// Opens a policy plugin found by name.
+pub fn open_policy(
+    search: &PluginSearch,
+    name: &str,
+    config: &serde_json::Value,
+) -> Result<PolicyPlugin, PluginError> {
+    let info = search.find(PluginKind::Policy, name)?;
+    match load::open(&info, PluginKind::Policy, config)? {
+        PluginInstance::Policy(raw) => Ok(PolicyPlugin::new(info, raw)),
+        _ => unreachable_kind(&info, PluginKind::Policy),
+    }
+}
+
+/// Opens a plugin file as whatever kind it says it is, with an empty configuration: for
+/// `runbyte check` and `runbyte plugins`, which vouch for every file they find.
+pub fn open_any(info: &PluginInfo, config: &serde_json::Value) -> Result<PluginKind, PluginError> {
+    let kind = info.kind.unwrap_or(PluginKind::Transport);
+    load::open(info, kind, config).map(|instance| instance.kind())
+}
+
+// `load::open` checks the instance's kind, so a mismatch here cannot happen; answer with the
+// typed error rather than a panic all the same.
+fn unreachable_kind<T>(info: &PluginInfo, expected: PluginKind) -> Result<T, PluginError> {
+    Err(PluginError::WrongKind {
+        name: info.name.clone(),
+        path: info.path.clone(),
+        found: "another".to_owned(),
+        expected,
+    })
+}

@@ -1,0 +1,110 @@
+//! The upstream MCP server: what Runbyte's own clients talk to, over any listener.
+
+mod handler;
+
+use std::{sync::Arc, time::Duration};
+
+use rmcp::{RoleServer, ServiceExt};
+
+pub use handler::Gateway;
+
+use crate::{
+    plugin::{Accepted, Listener},
+    pump::{OnGarbage, PumpTransport},
+    runtime::Runtime,
+};
+
+/// How the server listens.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The transport plugin whose listener to use.
+    pub listen: String,
+    /// The listener's options (`bind`, `auth-token`, ...), as JSON.
+    pub options: serde_json::Value,
+}
+
+/// A listener that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Plugin(#[from] crate::plugin::PluginError),
+    #[error("cannot listen with `{listen}`: {message}")]
+    Listen { listen: String, message: String },
+}
+
+/// Serves upstream clients until the listener ends: for stdio, when the one client leaves.
+pub async fn serve(runtime: Arc<Runtime>, options: ServeOptions) -> Result<(), ServeError> {
+    let transport = runtime.transports.get(&options.listen)?;
+    let listener_options = options.options.clone();
+    let listener = tokio::task::spawn_blocking(move || transport.listen(&listener_options))
+        .await
+        .map_err(|e| ServeError::Listen {
+            listen: options.listen.clone(),
+            message: e.to_string(),
+        })?
+        .map_err(|e| ServeError::Listen {
+            listen: options.listen.clone(),
+            message: e.to_string(),
+        })?;
+    let address = {
+        let listener = listener.clone();
+        tokio::task::spawn_blocking(move || listener.address())
+            .await
+            .unwrap_or_default()
+    };
+    tracing::info!(listen = %options.listen, %address, "serving MCP");
+    let single_client = options.listen == "stdio";
+    let mut sessions = tokio::task::JoinSet::new();
+    loop {
+        match accept(&listener).await {
+            Ok(Some(accepted)) => {
+                let runtime = runtime.clone();
+                let task = serve_session(runtime, accepted);
+                if single_client {
+                    task.await;
+                    break;
+                }
+                sessions.spawn(task);
+            }
+            Ok(None) => {}
+            Err(message) => {
+                tracing::error!(listen = %options.listen, "the listener failed: {message}");
+                break;
+            }
+        }
+        while sessions.try_join_next().is_some() {}
+    }
+    let closing = listener.clone();
+    let _ = tokio::task::spawn_blocking(move || closing.close()).await;
+    sessions.shutdown().await;
+    Ok(())
+}
+
+async fn accept(listener: &Listener) -> Result<Option<Accepted>, String> {
+    let listener = listener.clone();
+    tokio::task::spawn_blocking(move || listener.accept(Duration::from_millis(500)))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Runs the MCP server for one client session until it ends.
+async fn serve_session(runtime: Arc<Runtime>, accepted: Accepted) {
+    let Accepted {
+        pump,
+        peer,
+        session,
+    } = accepted;
+    tracing::info!(%peer, %session, "client session opened");
+    let transport =
+        PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
+    let gateway = Gateway::new(runtime.clone(), session.clone());
+    match gateway.serve(transport).await {
+        Ok(running) => {
+            let _ = running.waiting().await;
+        }
+        Err(error) => tracing::warn!(%peer, %session, "client session failed to start: {error}"),
+    }
+    runtime.hub.end_session(&session).await;
+    tracing::info!(%peer, %session, "client session closed");
+}

@@ -1,0 +1,283 @@
+//! The MCP handler: what the server lists, and how the handshake and `tools/list` misbehave.
+//!
+//! One [`State`] is shared by every connection of the process (every HTTP or SSE session), so
+//! `change_tools` and `cancelled_count` see the whole process, as a gateway's test would.
+
+use std::borrow::Cow;
+use std::process::Child;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, DiscoverResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+
+use crate::calls;
+use crate::catalog;
+use crate::cli::{Mode, Settings};
+
+pub const SERVER_NAME: &str = "runbyte-test-server";
+
+const INSTRUCTIONS: &str = "Runbyte's test server: tools that misbehave on purpose. \
+                            See `runbyte-test-server --help`.";
+
+/// Exit code of `--mode crash-on-initialize`.
+pub const CRASH_ON_INITIALIZE_CODE: i32 = 3;
+/// Exit code of `--mode crash-on-list`.
+pub const CRASH_ON_LIST_CODE: i32 = 4;
+
+/// What every connection of the process shares.
+#[derive(Debug)]
+pub struct State {
+    pub settings: Settings,
+    fixed_tools: Vec<Tool>,
+    added_tools: Mutex<Vec<Tool>>,
+    cancelled: AtomicU64,
+    /// Clients that connected through `initialize`; told of tool list changes.
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// 2026-07-28 clients' `subscriptions/listen` streams; told of tool list changes.
+    subscriptions: Mutex<Vec<(u64, SubscriptionSink)>>,
+    next_subscription: AtomicU64,
+    /// Kept so that the grandchildren stay ours to reap if they end before we do.
+    pub grandchildren: Mutex<Vec<Child>>,
+}
+
+/// A poisoned lock only means another call panicked while holding it; the data stays usable.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl State {
+    pub fn new(settings: Settings) -> Arc<Self> {
+        let fixed_tools = catalog::fixed_tools(&settings);
+        Arc::new(Self {
+            settings,
+            fixed_tools,
+            added_tools: Mutex::new(Vec::new()),
+            cancelled: AtomicU64::new(0),
+            peers: Mutex::new(Vec::new()),
+            subscriptions: Mutex::new(Vec::new()),
+            next_subscription: AtomicU64::new(0),
+            grandchildren: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn cancelled_count(&self) -> u64 {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Every tool, in listing order.
+    pub fn all_tools(&self) -> Vec<Tool> {
+        let mut tools = self.fixed_tools.clone();
+        tools.extend(lock(&self.added_tools).iter().cloned());
+        tools
+    }
+
+    /// Whether `name` is a listed tool without behaviour of its own (added by a mode or by
+    /// `change_tools`): those answer with their name and arguments.
+    pub fn is_echo_tool(&self, name: &str) -> bool {
+        let listed = |tool: &Tool| tool.name == name;
+        (self.fixed_tools.iter().any(listed) && !calls::is_normal_tool(name))
+            || lock(&self.added_tools).iter().any(listed)
+    }
+
+    /// Adds the next `added_<k>` tool and returns its name.
+    pub fn add_tool(&self) -> String {
+        let mut added = lock(&self.added_tools);
+        let tool = catalog::added_tool(added.len() + 1);
+        let name = tool.name.to_string();
+        added.push(tool);
+        name
+    }
+
+    /// Sends `notifications/tools/list_changed` to every client still connected; returns how
+    /// many were told.
+    pub async fn notify_tools_changed(&self) -> usize {
+        let peers: Vec<_> = lock(&self.peers).clone();
+        let sinks: Vec<_> = lock(&self.subscriptions)
+            .iter()
+            .map(|(_, sink)| sink.clone())
+            .collect();
+        let mut told = 0;
+        for peer in peers {
+            if peer.notify_tool_list_changed().await.is_ok() {
+                told += 1;
+            }
+        }
+        for sink in sinks {
+            if sink.notify_tool_list_changed().await.is_ok() {
+                told += 1;
+            }
+        }
+        lock(&self.peers).retain(|peer| !peer.is_transport_closed());
+        told
+    }
+
+    /// The `page_size` tools after `cursor` (an offset), and the cursor of the next page.
+    fn page(&self, cursor: Option<&str>) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.all_tools();
+        let start = match cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|start| *start <= tools.len())
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        format!("tools/list: invalid cursor {cursor:?}"),
+                        None,
+                    )
+                })?,
+        };
+        let size = self.settings.page_size;
+        let end = if size == 0 {
+            tools.len()
+        } else {
+            start.saturating_add(size).min(tools.len())
+        };
+        let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
+        if end < tools.len() {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
+    }
+}
+
+/// The handler; cheap to clone, one per connection.
+#[derive(Debug, Clone)]
+pub struct TestServer {
+    state: Arc<State>,
+}
+
+impl TestServer {
+    pub fn new(state: Arc<State>) -> Self {
+        Self { state }
+    }
+
+    /// The crash and hang modes act on the opening handshake, whichever form it takes.
+    async fn on_handshake(&self) {
+        if self.state.settings.has(Mode::CrashOnInitialize) {
+            crate::exit_now(CRASH_ON_INITIALIZE_CODE, "crashing on initialize");
+        }
+        if self.state.settings.has(Mode::HangOnInitialize) {
+            eprintln!("{SERVER_NAME}: hanging on initialize");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        match &self.state.settings.max_protocol_version {
+            Some(max) => Cow::Borrowed(ProtocolVersion::known_up_to(max)),
+            None => Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS),
+        }
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.on_handshake().await;
+        context.peer.set_peer_info(request.clone());
+        {
+            let mut peers = lock(&self.state.peers);
+            peers.retain(|peer| !peer.is_transport_closed());
+            peers.push(context.peer.clone());
+        }
+        self.negotiate_initialize(&request)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        self.on_handshake().await;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let settings = &self.state.settings;
+        if settings.has(Mode::CrashOnList) {
+            crate::exit_now(CRASH_ON_LIST_CODE, "crashing on tools/list");
+        }
+        if settings.has(Mode::HangOnList) {
+            eprintln!("{SERVER_NAME}: hanging on tools/list");
+            std::future::pending::<()>().await;
+        }
+        if !settings.list_delay.is_zero() {
+            tokio::time::sleep(settings.list_delay).await;
+        }
+        if settings.has(Mode::ListError) {
+            return Err(ErrorData::internal_error(
+                "tools/list fails on purpose (--mode list-error)",
+                None,
+            ));
+        }
+        self.state
+            .page(request.as_ref().and_then(|params| params.cursor.as_deref()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        calls::call(&self.state, &request.name, arguments, context)
+            .await
+            .map(Into::into)
+    }
+
+    async fn on_cancelled(
+        &self,
+        _notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        self.state.cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // Request ids repeat across connections, so each subscription gets a key of its own.
+        let key = self.state.next_subscription.fetch_add(1, Ordering::SeqCst);
+        lock(&self.state.subscriptions).push((key, context.sink().clone()));
+        context.cancelled().await;
+        lock(&self.state.subscriptions).retain(|(other, _)| *other != key);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,9 @@
+//! End-to-end checks of `runbyte-test-server`: the real binary over stdio, streamable HTTP
+//! and legacy SSE. Run: `cargo test -p runbyte-test-server`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod http;
+mod sse;
+mod stdio;

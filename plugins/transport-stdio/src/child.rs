@@ -1,0 +1,362 @@
+//! The connector: a downstream server as a child process.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    io::{BufReader, Write},
+    path::PathBuf,
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        mpsc::{self, Receiver, RecvTimeoutError},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use runbyte_plugin_api::{
+    LogLevel, log,
+    transport::{Pump, Received},
+};
+use serde::Deserialize;
+
+use crate::{
+    Config, ENV_ALLOWLIST,
+    lines::{Line, read_line},
+};
+
+/// The host's description of the server to start.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Target {
+    name: String,
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+}
+
+/// How many stderr lines are kept for the exit report, and how long each may be.
+const STDERR_TAIL_LINES: usize = 20;
+const STDERR_LINE_CHARS: usize = 400;
+
+type Tail = Arc<Mutex<VecDeque<String>>>;
+
+enum Event {
+    Message(String),
+    Closed(String),
+}
+
+pub(crate) struct ChildPump {
+    name: String,
+    child: Arc<Mutex<Child>>,
+    stdin: Mutex<Option<ChildStdin>>,
+    events: Mutex<Receiver<Event>>,
+    closed: Mutex<Option<String>>,
+    stopped: Mutex<bool>,
+    grace: Duration,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A thread that panicked while holding one of these locks left plain data behind; go on.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl ChildPump {
+    pub(crate) fn spawn(target: Target, config: &Config) -> Result<ChildPump, String> {
+        let mut command = Command::new(&target.command);
+        command.args(&target.args).env_clear();
+        for name in ENV_ALLOWLIST
+            .iter()
+            .copied()
+            .chain(config.inherit_env.iter().map(String::as_str))
+        {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        command.envs(&target.env);
+        if let Some(cwd) = &target.cwd {
+            command.current_dir(cwd);
+        }
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            // Its own process group, so that stopping it stops its children too.
+            command.process_group(0);
+        }
+        let mut child = command.spawn().map_err(|e| {
+            let place = target
+                .cwd
+                .as_ref()
+                .map(|c| format!(" in {}", c.display()))
+                .unwrap_or_default();
+            format!("cannot start `{}`{place}: {e}", target.command)
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the child's pipes were not created".to_owned());
+        };
+        log(
+            LogLevel::Debug,
+            &format!(
+                "[{}] started `{}` (pid {})",
+                target.name,
+                target.command,
+                child.id()
+            ),
+        );
+
+        let child = Arc::new(Mutex::new(child));
+        let tail: Tail = Arc::new(Mutex::new(VecDeque::new()));
+        let (sender, events) = mpsc::channel();
+
+        let stderr_done = {
+            let (name, tail) = (target.name.clone(), tail.clone());
+            thread::Builder::new()
+                .name(format!("stdio-stderr-{}", target.name))
+                .spawn(move || drain_stderr(stderr, &name, &tail))
+                .map_err(|e| format!("cannot start a thread: {e}"))?
+        };
+        {
+            let (name, child, max) = (target.name.clone(), child.clone(), config.max_line_bytes);
+            thread::Builder::new()
+                .name(format!("stdio-stdout-{}", target.name))
+                .spawn(move || {
+                    read_stdout(stdout, &name, max, &sender);
+                    // Let stderr finish so the report has its last words.
+                    let _ = stderr_done.join();
+                    let reason = exit_report(&child, &tail);
+                    let _ = sender.send(Event::Closed(reason));
+                })
+                .map_err(|e| format!("cannot start a thread: {e}"))?;
+        }
+        Ok(ChildPump {
+            name: target.name,
+            child,
+            stdin: Mutex::new(Some(stdin)),
+            events: Mutex::new(events),
+            closed: Mutex::new(None),
+            stopped: Mutex::new(false),
+            grace: Duration::from_millis(config.stop_grace_ms),
+        })
+    }
+
+    fn stop(&self) {
+        {
+            let mut stopped = lock(&self.stopped);
+            if *stopped {
+                return;
+            }
+            *stopped = true;
+        }
+        // Closing stdin is the polite request to exit.
+        drop(lock(&self.stdin).take());
+        let (child, grace, name) = (self.child.clone(), self.grace, self.name.clone());
+        let stopper = move || {
+            let pid = lock(&child).id();
+            if !wait_exit(&child, grace) {
+                log(
+                    LogLevel::Debug,
+                    &format!("[{name}] still running after stdin closed; SIGTERM"),
+                );
+            }
+            signal_group(pid, Signal::Term);
+            if !wait_exit(&child, grace * 2) {
+                log(
+                    LogLevel::Warn,
+                    &format!("[{name}] ignored SIGTERM; SIGKILL"),
+                );
+            }
+            // Grandchildren may outlive the leader; the group goes either way.
+            signal_group(pid, Signal::Kill);
+            let _ = lock(&child).wait();
+        };
+        if thread::Builder::new()
+            .name("stdio-stop".to_owned())
+            .spawn(stopper)
+            .is_err()
+        {
+            let pid = lock(&self.child).id();
+            signal_group(pid, Signal::Kill);
+        }
+    }
+}
+
+impl Pump for ChildPump {
+    fn send(&self, message: &str) -> Result<(), String> {
+        let mut stdin = lock(&self.stdin);
+        let Some(pipe) = stdin.as_mut() else {
+            return Err(format!("server `{}` is closed", self.name));
+        };
+        let written = pipe
+            .write_all(message.as_bytes())
+            .and_then(|()| pipe.write_all(b"\n"))
+            .and_then(|()| pipe.flush());
+        written.map_err(|e| format!("cannot write to server `{}`: {e}", self.name))
+    }
+
+    fn recv(&self, timeout: Duration) -> Received {
+        if let Some(reason) = lock(&self.closed).clone() {
+            return Received::Closed(reason);
+        }
+        let event = lock(&self.events).recv_timeout(timeout);
+        match event {
+            Ok(Event::Message(message)) => Received::Message(message),
+            Ok(Event::Closed(reason)) => {
+                *lock(&self.closed) = Some(reason.clone());
+                Received::Closed(reason)
+            }
+            Err(RecvTimeoutError::Timeout) => Received::Timeout,
+            Err(RecvTimeoutError::Disconnected) => {
+                let reason = lock(&self.closed)
+                    .clone()
+                    .unwrap_or_else(|| "closed".to_owned());
+                Received::Closed(reason)
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.stop();
+    }
+}
+
+impl Drop for ChildPump {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn read_stdout(
+    stdout: std::process::ChildStdout,
+    name: &str,
+    max: usize,
+    sender: &mpsc::Sender<Event>,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    loop {
+        match read_line(&mut reader, max) {
+            Line::Text(line) if line.trim().is_empty() => {}
+            Line::Text(line) => {
+                if sender.send(Event::Message(line)).is_err() {
+                    return;
+                }
+            }
+            Line::TooLong(length) => log(
+                LogLevel::Error,
+                &format!(
+                    "[{name}] dropped a {length}-byte line from stdout: longer than the {max}-byte cap"
+                ),
+            ),
+            Line::Eof => return,
+            Line::Failed(e) => {
+                log(
+                    LogLevel::Warn,
+                    &format!("[{name}] reading stdout failed: {e}"),
+                );
+                return;
+            }
+        }
+    }
+}
+
+fn drain_stderr(stderr: std::process::ChildStderr, name: &str, tail: &Tail) {
+    let mut reader = BufReader::new(stderr);
+    loop {
+        match read_line(&mut reader, 64 * 1024) {
+            Line::Text(line) => {
+                log(LogLevel::Info, &format!("[{name}] {line}"));
+                let mut tail = lock(tail);
+                if tail.len() == STDERR_TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
+            }
+            Line::TooLong(length) => log(
+                LogLevel::Info,
+                &format!("[{name}] ({length} bytes on one stderr line)"),
+            ),
+            Line::Eof | Line::Failed(_) => return,
+        }
+    }
+}
+
+/// Why the connection ended: the exit status when the child has exited (waiting briefly for it),
+/// and the tail of its stderr.
+fn exit_report(child: &Mutex<Child>, tail: &Tail) -> String {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let status = loop {
+        match lock(child).try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            _ => break None,
+        }
+    };
+    let mut report = match status {
+        Some(status) => describe_status(status),
+        None => "closed its stdout".to_owned(),
+    };
+    let tail = lock(tail);
+    if !tail.is_empty() {
+        report.push_str("; stderr: ");
+        report.push_str(&tail.iter().cloned().collect::<Vec<_>>().join(" | "));
+    }
+    report
+}
+
+fn describe_status(status: std::process::ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("was killed by signal {signal}");
+        }
+    }
+    format!("exited ({status})")
+}
+
+fn wait_exit(child: &Mutex<Child>, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        match lock(child).try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if Instant::now() >= deadline => return false,
+            Ok(None) => thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+enum Signal {
+    Term,
+    Kill,
+}
+
+#[cfg(unix)]
+fn signal_group(pid: u32, signal: Signal) {
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    let signal = match signal {
+        Signal::Term => libc::SIGTERM,
+        Signal::Kill => libc::SIGKILL,
+    };
+    // SAFETY: kill(2) with a negative pid signals the process group the child leads (it was
+    // started with process_group(0)); an absent group gives ESRCH, which we ignore.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+#[cfg(not(unix))]
+fn signal_group(_pid: u32, _signal: Signal) {}

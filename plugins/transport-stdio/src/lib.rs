@@ -1,0 +1,79 @@
+//! `stdio`: Runbyte's stdio transport.
+//!
+//! - The **connector** starts a downstream server as a child process and exchanges
+//!   newline-delimited JSON-RPC over its stdin and stdout. The child gets a scrubbed environment
+//!   (a short allowlist plus what the config names), its stderr is drained into the host's log
+//!   line by line with the server's name (the tail is kept for the exit report), lines are capped
+//!   in length, and closing ends the whole process group: stdin closed, then SIGTERM, then
+//!   SIGKILL (npx and uvx start grandchildren).
+//! - The **listener** serves one upstream client over this process's own stdin and stdout.
+//!
+//! Configuration (`[transports.stdio]`, all optional): `inherit-env` (more variable names to
+//! pass through), `max-line-bytes` (default 64 MiB), `stop-grace-ms` (default 1000: how long a
+//! child has between each step of the shutdown).
+
+mod child;
+mod lines;
+mod listener;
+
+use runbyte_plugin_api::{
+    export_plugin,
+    transport::{Listener, Pump, Transport},
+};
+use serde::Deserialize;
+
+/// Environment variables a child process inherits from Runbyte's own environment.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
+    "TZ",
+];
+
+/// The plugin's own table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Config {
+    #[serde(default)]
+    inherit_env: Vec<String>,
+    #[serde(default = "default_max_line")]
+    max_line_bytes: usize,
+    #[serde(default = "default_grace")]
+    stop_grace_ms: u64,
+}
+
+fn default_max_line() -> usize {
+    64 << 20
+}
+
+fn default_grace() -> u64 {
+    1000
+}
+
+/// The `stdio` transport.
+pub struct Stdio {
+    config: Config,
+}
+
+impl Transport for Stdio {
+    fn open(config: &str) -> Result<Self, String> {
+        let config: Config =
+            serde_json::from_str(config).map_err(|e| format!("[transports.stdio]: {e}"))?;
+        Ok(Stdio { config })
+    }
+
+    fn connect(&self, target: &str) -> Result<Box<dyn Pump>, String> {
+        let target: child::Target =
+            serde_json::from_str(target).map_err(|e| format!("bad stdio target: {e}"))?;
+        Ok(Box::new(child::ChildPump::spawn(target, &self.config)?))
+    }
+
+    fn listen(&self, _options: &str) -> Result<Box<dyn Listener>, String> {
+        Ok(Box::new(listener::StdioListener::new(
+            self.config.max_line_bytes,
+        )))
+    }
+}
+
+export_plugin! { kind: transport, name: "stdio", plugin: Stdio }
+
+#[cfg(test)]
+mod tests;
