@@ -383,7 +383,7 @@ mod tests {
             ),
             (
                 json!({"location": {"city": "x"}, "extra": 1}),
-                "unknown argument `extra` (expected days, location, tags, units)",
+                "unknown argument `extra` (expected location, units, days, tags)",
             ),
         ];
         for (args, expected) in cases {

@@ -1,15 +1,72 @@
-//! `sse`: the legacy HTTP+SSE transport. Its connector and listener arrive with the Hub and
-//! listener work; until then it loads and answers its descriptor.
+//! `sse`: the 2024-11-05 HTTP+SSE transport, for MCP servers and clients that predate
+//! streamable HTTP.
+//!
+//! - Connector: `connect` takes the server's table (`url` of the SSE stream, `headers`,
+//!   `max-message-bytes`), opens the stream, waits for the `endpoint` event (same origin only)
+//!   and POSTs every message there. The client lives in `runbyte-http-common`, where the `http`
+//!   connector's fallback uses it too.
+//! - Listener: `GET /sse` and `POST /message?sessionId=...`; see
+//!   [`runbyte_http_common::legacy_server`].
+//!
+//! All I/O runs on a runtime private to the transport instance (DESIGN.md §3).
 
-use runbyte_plugin_api::{export_plugin, transport::Transport};
+#[cfg(test)]
+mod tests;
+
+use runbyte_http_common::{
+    TransportIo,
+    client::{self, Target},
+    legacy::{LegacyPump, LegacyTarget},
+    legacy_server,
+};
+use runbyte_plugin_api::{
+    export_plugin,
+    transport::{Listener, Pump, Transport},
+};
+use serde::Deserialize;
+
+/// The plugin's own configuration: nothing to set yet, so any key is refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {}
 
 /// The `sse` transport.
-pub struct Sse;
+pub struct SseTransport {
+    io: TransportIo,
+}
 
-impl Transport for Sse {
-    fn open(_config: &str) -> Result<Self, String> {
-        Ok(Sse)
+impl Transport for SseTransport {
+    fn open(config: &str) -> Result<Self, String> {
+        let _: Config =
+            runbyte_http_common::parse_json_object(config, "configuration of the sse transport")?;
+        Ok(Self {
+            io: TransportIo::new("sse"),
+        })
+    }
+
+    /// Blocks until the server has sent its `endpoint` event, so a refused or wrong URL is an
+    /// error here rather than a closed pump later.
+    fn connect(&self, target: &str) -> Result<Box<dyn Pump>, String> {
+        let target = Target::parse(target)?;
+        let name = target.name().to_owned();
+        let url =
+            client::parse_url(&target.url).map_err(|error| format!("server `{name}`: {error}"))?;
+        let headers = client::header_map(&target.headers)
+            .map_err(|error| format!("server `{name}`: {error}"))?;
+        let legacy = LegacyTarget {
+            name: name.clone(),
+            url,
+            headers,
+            max_message_bytes: target.max_message_bytes(),
+        };
+        let pump = LegacyPump::connect(self.io.runtime()?, self.io.client()?, legacy)
+            .map_err(|error| format!("server `{name}`: {error}"))?;
+        Ok(Box::new(pump))
+    }
+
+    fn listen(&self, options: &str) -> Result<Box<dyn Listener>, String> {
+        legacy_server::listen(self.io.runtime()?, options)
     }
 }
 
-export_plugin! { kind: transport, name: "sse", plugin: Sse }
+export_plugin! { kind: transport, name: "sse", plugin: SseTransport }

@@ -217,6 +217,7 @@ pub struct Listening {
 }
 
 pub async fn listen(args: &[&str]) -> Listening {
+    install_crypto();
     let mut child = command(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -241,4 +242,11 @@ pub async fn listen(args: &[&str]) -> Listening {
     // Keep draining stderr so that the server never blocks on it.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Listening { child, url }
+}
+
+/// reqwest's rustls takes its crypto provider from the process default when the workspace build
+/// unifies it with `rustls-no-provider` (the HTTP transport plugins pick `ring` themselves):
+/// install `ring` before any client is built. Every HTTP test starts a server through `listen`.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -242,8 +242,8 @@ async fn change_tools_adds_a_tool_and_notifies() {
     assert_eq!(tools.last().unwrap().name, "added_1");
     let echoed = call(&client, "added_1", json!({"value": "v"})).await;
     assert_eq!(
-        text(&echoed),
-        r#"{"arguments":{"value":"v"},"tool":"added_1"}"#
+        serde_json::from_str::<Value>(text(&echoed)).unwrap(),
+        json!({"arguments": {"value": "v"}, "tool": "added_1"})
     );
     call(&client, "change_tools", json!({})).await;
     eventually("a second list_changed", async || {
@@ -275,8 +275,8 @@ async fn pages_must_be_followed_and_bad_cursors_are_refused() {
     assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
     let echoed = call(&client, "tool_0003", json!({"id": 1, "patch": {}})).await;
     assert_eq!(
-        text(&echoed),
-        r#"{"arguments":{"id":1,"patch":{}},"tool":"tool_0003"}"#
+        serde_json::from_str::<Value>(text(&echoed)).unwrap(),
+        json!({"arguments": {"id": 1, "patch": {}}, "tool": "tool_0003"})
     );
     client.cancel().await.unwrap();
 }

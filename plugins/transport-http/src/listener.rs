@@ -1,0 +1,421 @@
+//! The streamable HTTP server (MCP revisions 2025-03-26, 2025-06-18 and 2025-11-25).
+//!
+//! One endpoint (`path`, `/mcp` by default):
+//! - `POST` carries client messages. A body of notifications and responses only is answered
+//!   202. A body with requests is answered as an SSE stream when the client accepts one (the
+//!   stream carries what the server sends about those requests, then their responses, and ends)
+//!   or else as JSON once every response is in.
+//! - `GET` opens the session's standalone SSE stream for server messages that belong to no
+//!   request. A second GET replaces the first (which is ended): a client that lost its stream
+//!   without the server noticing can always get a new one, and no message goes to two streams.
+//! - `DELETE` ends the session.
+//!
+//! A session starts with an `initialize` POST (its answer carries `Mcp-Session-Id`, 128 random
+//! bits); every later request must carry that id (missing: 400; unknown or ended: 404).
+//!
+//! Where a server message goes: a response, to the stream of the POST that carried its request
+//! (dropped if that stream is gone: it is never re-sent elsewhere); a progress notification, to
+//! the stream of the request whose `_meta.progressToken` it names; a server request or a log
+//! message, to the newest open request stream, else the standalone stream; other notifications,
+//! to the standalone stream, else the newest request stream. With no stream open, they wait (up
+//! to 1000) for the next GET.
+
+// Refusals are returned as the HTTP answer itself (`Err(Response)`), as in `server`.
+#![allow(clippy::result_large_err)]
+
+mod session;
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex, mpsc},
+    time::Duration,
+};
+
+use hyper::{
+    HeaderMap, Method, Response, StatusCode,
+    header::{self, HeaderValue},
+};
+use runbyte_http_common::{
+    PrivateRuntime, Tasks,
+    jsonrpc::{self, Kind},
+    lock,
+    security::{Guard, random_id},
+    server::{self, AcceptQueue, Body, Handler, Request},
+};
+use runbyte_plugin_api::{
+    LogLevel, log,
+    transport::{Accepted, Listener},
+};
+use serde_json::Value;
+use session::{RequestStream, Session, SessionPump};
+
+/// Protocol revisions whose `MCP-Protocol-Version` header is accepted (plus whatever revision
+/// the host negotiated for the session).
+const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The first revision without JSON-RPC batches.
+const NO_BATCHES_FROM: &str = "2025-06-18";
+/// Sessions open at once; an `initialize` beyond that is answered 503.
+const MAX_SESSIONS: usize = 1024;
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHODS: &str = "GET, POST, DELETE, OPTIONS";
+
+/// Starts the listener.
+pub(crate) fn listen(
+    runtime: Arc<PrivateRuntime>,
+    options: &str,
+) -> Result<Box<dyn Listener>, String> {
+    let prepared = server::prepare(options)?;
+    let path = prepared
+        .options
+        .path
+        .clone()
+        .unwrap_or_else(|| "/mcp".to_owned());
+    if !path.starts_with('/') {
+        return Err(format!("path `{path}` must start with `/`"));
+    }
+    let tasks = Arc::new(Tasks::new(runtime.handle().clone()));
+    let (accept_tx, accept_rx) = mpsc::channel();
+    let state = Arc::new(State {
+        guard: prepared.guard,
+        path,
+        max_body: prepared.max_body,
+        sessions: Mutex::new(HashMap::new()),
+        accept_tx: Mutex::new(Some(accept_tx)),
+    });
+    server::serve(prepared.listener, tasks.clone(), state.clone())?;
+    log(
+        LogLevel::Info,
+        &format!(
+            "streamable HTTP listening on http://{}{}",
+            prepared.address, state.path
+        ),
+    );
+    Ok(Box::new(HttpListener {
+        state,
+        queue: AcceptQueue::new(accept_rx),
+        tasks,
+        address: prepared.address,
+        _runtime: runtime,
+    }))
+}
+
+struct HttpListener {
+    state: Arc<State>,
+    queue: AcceptQueue,
+    tasks: Arc<Tasks>,
+    address: SocketAddr,
+    _runtime: Arc<PrivateRuntime>,
+}
+
+impl Listener for HttpListener {
+    fn accept(&self, timeout: Duration) -> Result<Option<Accepted>, String> {
+        self.queue.accept(timeout)
+    }
+
+    fn address(&self) -> String {
+        self.address.to_string()
+    }
+
+    fn close(&self) {
+        self.tasks.abort_all();
+        lock(&self.state.accept_tx).take();
+        let sessions: Vec<_> = lock(&self.state.sessions)
+            .drain()
+            .map(|(_, session)| session)
+            .collect();
+        for session in sessions {
+            session.end("the listener closed");
+        }
+    }
+}
+
+impl Drop for HttpListener {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+struct State {
+    guard: Guard,
+    path: String,
+    max_body: usize,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    accept_tx: Mutex<Option<mpsc::Sender<Accepted>>>,
+}
+
+impl Handler for State {
+    async fn handle(self: Arc<Self>, request: Request, peer: SocketAddr) -> Response<Body> {
+        let origin = match server::screen(&self.guard, request.method(), request.headers(), METHODS)
+        {
+            Ok(origin) => origin,
+            Err(answer) => return answer,
+        };
+        let response = if request.uri().path() != self.path {
+            server::error_status(
+                StatusCode::NOT_FOUND,
+                jsonrpc::TRANSPORT_ERROR,
+                &format!("no MCP endpoint here; it is {}", self.path),
+            )
+        } else {
+            match *request.method() {
+                Method::POST => self.post(request, peer).await,
+                Method::GET => self.get(request.headers()),
+                Method::DELETE => self.delete(request.headers()),
+                _ => server::method_not_allowed(METHODS),
+            }
+        };
+        server::with_cors(response, origin.as_ref())
+    }
+}
+
+fn bad_request(message: &str) -> Response<Body> {
+    server::error_status(StatusCode::BAD_REQUEST, jsonrpc::TRANSPORT_ERROR, message)
+}
+
+fn invalid(message: &str) -> Response<Body> {
+    server::error_status(StatusCode::BAD_REQUEST, jsonrpc::INVALID_REQUEST, message)
+}
+
+fn session_not_found() -> Response<Body> {
+    server::error_status(
+        StatusCode::NOT_FOUND,
+        jsonrpc::SESSION_NOT_FOUND,
+        "Session not found: it expired or was terminated; initialize a new one",
+    )
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).map(|value| value.to_str().unwrap_or(""))
+}
+
+impl State {
+    /// The session a request names: `Err` is the answer (400 without the header, 404 unknown).
+    fn session_of(&self, headers: &HeaderMap) -> Result<Arc<Session>, Response<Body>> {
+        let Some(id) = header_text(headers, SESSION_HEADER) else {
+            return Err(bad_request(
+                "Bad Request: the Mcp-Session-Id header is required",
+            ));
+        };
+        lock(&self.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(session_not_found)
+    }
+
+    async fn post(self: &Arc<Self>, request: Request, peer: SocketAddr) -> Response<Body> {
+        let (parts, body) = request.into_parts();
+        let headers = &parts.headers;
+        if let Some(kind) = header_text(headers, header::CONTENT_TYPE.as_str())
+            && !kind
+                .trim()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        {
+            return server::error_status(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                jsonrpc::TRANSPORT_ERROR,
+                "Content-Type must be application/json",
+            );
+        }
+        let wants_sse = server::accepts(headers, "text/event-stream");
+        if !wants_sse
+            && headers.contains_key(header::ACCEPT)
+            && !server::accepts(headers, "application/json")
+        {
+            return server::error_status(
+                StatusCode::NOT_ACCEPTABLE,
+                jsonrpc::TRANSPORT_ERROR,
+                "Not Acceptable: Accept must list application/json and text/event-stream",
+            );
+        }
+        let body = match server::read_body(headers, body, self.max_body).await {
+            Ok(body) => body,
+            Err(error) => return server::body_error(error),
+        };
+        let value: Value = match serde_json::from_slice(&body) {
+            Ok(value) => value,
+            Err(error) => return server::parse_error(&error),
+        };
+        let batch = value.is_array();
+        let messages = jsonrpc::split(value);
+        if messages.is_empty() {
+            return invalid("Invalid Request: an empty batch");
+        }
+        let mut kinds = Vec::with_capacity(messages.len());
+        for message in &messages {
+            match jsonrpc::classify(message) {
+                Ok(kind) => kinds.push(kind),
+                Err(why) => return invalid(&format!("Invalid Request: {why}")),
+            }
+        }
+        let initialize = kinds
+            .iter()
+            .any(|kind| matches!(kind, Kind::Request { method, .. } if method == "initialize"));
+        let version = header_text(headers, VERSION_HEADER);
+        let (session, created) = if initialize {
+            if batch {
+                return invalid("Invalid Request: initialize must not be part of a batch");
+            }
+            if let Some(id) = header_text(headers, SESSION_HEADER) {
+                return match lock(&self.sessions).contains_key(id) {
+                    true => invalid("Invalid Request: this session is already initialized"),
+                    false => session_not_found(),
+                };
+            }
+            if let Some(version) = version
+                && !KNOWN_VERSIONS.contains(&version)
+            {
+                return bad_request(&format!(
+                    "Bad Request: unsupported MCP-Protocol-Version `{version}`"
+                ));
+            }
+            match self.new_session() {
+                Ok(session) => (session, true),
+                Err(answer) => return answer,
+            }
+        } else {
+            let session = match self.session_of(headers) {
+                Ok(session) => session,
+                Err(answer) => return answer,
+            };
+            let negotiated = session.negotiated();
+            if let Some(version) = version
+                && !KNOWN_VERSIONS.contains(&version)
+                && negotiated.as_deref() != Some(version)
+            {
+                return bad_request(&format!(
+                    "Bad Request: unsupported MCP-Protocol-Version `{version}`"
+                ));
+            }
+            let revision = negotiated.as_deref().or(version).unwrap_or("2025-03-26");
+            if batch && revision >= NO_BATCHES_FROM {
+                return invalid(&format!(
+                    "Invalid Request: JSON-RPC batches are not supported in protocol revision {revision}"
+                ));
+            }
+            (session, false)
+        };
+
+        let mut requests = Vec::new();
+        let mut tokens = Vec::new();
+        for (message, kind) in messages.iter().zip(&kinds) {
+            if let Kind::Request { id, .. } = kind {
+                requests.push(jsonrpc::id_key(id));
+                if let Some(token) = jsonrpc::progress_token(message) {
+                    tokens.push(jsonrpc::id_key(token));
+                }
+            }
+        }
+        if requests.is_empty() {
+            for message in messages {
+                session.to_host(message);
+            }
+            return server::empty(StatusCode::ACCEPTED);
+        }
+        if initialize {
+            session.expect_initialize_response(requests.first().cloned());
+        }
+        let stream = match session.open_request_stream(requests, tokens, wants_sse, batch) {
+            Ok(stream) => stream,
+            Err(answer) => return answer,
+        };
+        for message in messages {
+            session.to_host(message);
+        }
+        if created {
+            let accepted = Accepted {
+                pump: Box::new(SessionPump::new(&session)),
+                peer: peer.to_string(),
+                session: session.id.clone(),
+            };
+            let delivered = lock(&self.accept_tx)
+                .as_ref()
+                .is_some_and(|tx| tx.send(accepted).is_ok());
+            if !delivered {
+                session.end("the listener is closing");
+                return server::error_status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    jsonrpc::TRANSPORT_ERROR,
+                    "the server is shutting down",
+                );
+            }
+            log(
+                LogLevel::Info,
+                &format!("session {} opened from {peer}", session.id),
+            );
+        }
+        let mut response = match stream {
+            RequestStream::Sse(rx) => server::sse_response(rx),
+            RequestStream::Json(rx) => match rx.await {
+                Ok(text) => server::json_text_response(StatusCode::OK, text),
+                Err(_) => session_not_found(),
+            },
+        };
+        if created && let Ok(value) = HeaderValue::from_str(&session.id) {
+            response.headers_mut().insert(SESSION_HEADER, value);
+        }
+        response
+    }
+
+    fn get(&self, headers: &HeaderMap) -> Response<Body> {
+        if !server::accepts(headers, "text/event-stream") {
+            return server::error_status(
+                StatusCode::NOT_ACCEPTABLE,
+                jsonrpc::TRANSPORT_ERROR,
+                "Not Acceptable: a GET stream needs Accept: text/event-stream",
+            );
+        }
+        let session = match self.session_of(headers) {
+            Ok(session) => session,
+            Err(answer) => return answer,
+        };
+        if let Some(version) = header_text(headers, VERSION_HEADER)
+            && !KNOWN_VERSIONS.contains(&version)
+            && session.negotiated().as_deref() != Some(version)
+        {
+            return bad_request(&format!(
+                "Bad Request: unsupported MCP-Protocol-Version `{version}`"
+            ));
+        }
+        match session.open_standalone() {
+            Some(rx) => server::sse_response(rx),
+            None => session_not_found(),
+        }
+    }
+
+    fn delete(&self, headers: &HeaderMap) -> Response<Body> {
+        let session = match self.session_of(headers) {
+            Ok(session) => session,
+            Err(answer) => return answer,
+        };
+        session.end("the client ended the session (HTTP DELETE)");
+        log(
+            LogLevel::Info,
+            &format!("session {} ended by the client", session.id),
+        );
+        server::empty(StatusCode::OK)
+    }
+
+    fn new_session(self: &Arc<Self>) -> Result<Arc<Session>, Response<Body>> {
+        let id = random_id().map_err(|error| {
+            server::error_status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                jsonrpc::TRANSPORT_ERROR,
+                &error,
+            )
+        })?;
+        let session = Arc::new(Session::new(id.clone(), Arc::downgrade(self)));
+        let mut sessions = lock(&self.sessions);
+        if sessions.len() >= MAX_SESSIONS {
+            return Err(server::error_status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                jsonrpc::TRANSPORT_ERROR,
+                &format!("too many sessions (at most {MAX_SESSIONS}); end one with DELETE"),
+            ));
+        }
+        sessions.insert(id, session.clone());
+        Ok(session)
+    }
+}
