@@ -4,7 +4,7 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
 use clap::{Parser, Subcommand};
 use runbyte_plugin_api::PluginKind;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     config::{self, Config},
@@ -22,7 +22,7 @@ pub struct Cli {
     #[arg(long, short, global = true, env = "RUNBYTE_CONFIG")]
     pub config: Option<PathBuf>,
     /// What to log on stderr: error, warn, info, debug, trace, or a tracing filter.
-    #[arg(long, global = true, default_value = "info")]
+    #[arg(long, global = true, default_value = "info,rmcp=error")]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -51,10 +51,52 @@ pub enum Command {
     },
     /// A small built-in MCP server over stdio, used by the default configuration.
     DemoServer,
+    /// A sandbox worker process, started by the sandbox itself (stdin/stdout protocol).
+    #[command(hide = true)]
+    Worker {
+        /// Ignored: a label that tells workers apart in a process listing.
+        label: Vec<String>,
+    },
+    /// Hosts one plugin for an isolated parent (`isolate = true`); not for people.
+    #[command(hide = true)]
+    PluginHost {
+        /// The plugin library.
+        path: PathBuf,
+        /// Its kind: transport, codegen or policy.
+        kind: String,
+    },
     /// List the downstream servers' tools and status.
     Tools {
         /// Only this server.
         server: Option<String>,
+    },
+    /// List a folder of the virtual filesystem.
+    Ls {
+        /// The folder.
+        #[arg(default_value = "/servers")]
+        path: String,
+        /// Show each tool's one-line description.
+        #[arg(long, short = 'l')]
+        descriptions: bool,
+    },
+    /// Print a module of the virtual filesystem.
+    Cat {
+        /// The file.
+        path: String,
+    },
+    /// Find tools by what they do.
+    Search {
+        /// Words to look for.
+        query: Vec<String>,
+        /// Most hits to show.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Run a program (a file, or `-` for stdin) as `execute_code` would; print its result,
+    /// console output and summary.
+    Exec {
+        /// The program's file, or `-`.
+        file: PathBuf,
     },
     /// Call one downstream tool and print its result.
     Call {
@@ -76,6 +118,9 @@ pub fn main() -> ExitCode {
         listen: None,
         bind: None,
     });
+    if let Command::Worker { .. } = command {
+        return crate::sandbox::worker_main();
+    }
     if let Command::DemoServer = command {
         return block_on(async {
             match crate::demo::serve_stdio().await {
@@ -83,6 +128,9 @@ pub fn main() -> ExitCode {
                 Err(error) => fail(&format!("demo server: {error}")),
             }
         });
+    }
+    if let Command::PluginHost { path, kind } = &command {
+        return plugin::serve_isolated(path, kind);
     }
     if let Command::Import { file } = &command {
         return import(file);
@@ -98,7 +146,47 @@ pub fn main() -> ExitCode {
             Command::Plugins => plugins(&config),
             Command::Tools { server } => tools(config, server).await,
             Command::Call { server, tool, args } => call(config, &server, &tool, &args).await,
-            Command::DemoServer | Command::Import { .. } => ExitCode::SUCCESS,
+            Command::Exec { file } => exec(config, &file).await,
+            Command::Ls { path, descriptions } => {
+                vfs_command(config, |snapshot| {
+                    snapshot
+                        .list(&path, descriptions)
+                        .map_err(|e| e.to_string())
+                })
+                .await
+            }
+            Command::Cat { path } => {
+                vfs_command(config, |snapshot| {
+                    snapshot
+                        .read(&path)
+                        .map(|c| c.to_string())
+                        .map_err(|e| e.to_string())
+                })
+                .await
+            }
+            Command::Search { query, limit } => {
+                let query = query.join(" ");
+                vfs_command(config, |snapshot| {
+                    let hits = snapshot.search(&query, limit);
+                    if hits.is_empty() {
+                        return Err(format!("no tool matches `{query}`"));
+                    }
+                    Ok(hits
+                        .iter()
+                        .map(|(tool, score)| {
+                            format!(
+                                "{:>3}  {}  {}\n     {}\n",
+                                score, tool.path, tool.summary, tool.signature
+                            )
+                        })
+                        .collect())
+                })
+                .await
+            }
+            Command::DemoServer
+            | Command::Import { .. }
+            | Command::PluginHost { .. }
+            | Command::Worker { .. } => ExitCode::SUCCESS,
         }
     })
 }
@@ -142,21 +230,49 @@ fn import(file: &PathBuf) -> ExitCode {
 
 async fn serve(config: Config, listen: Option<String>, bind: Option<String>) -> ExitCode {
     let listen = listen.unwrap_or_else(|| config.server.listen.clone());
-    let options = json!({
-        "bind": bind.or_else(|| config.server.bind.clone()).unwrap_or_else(|| "127.0.0.1:3000".to_owned()),
-        "allowed-hosts": config.server.allowed_hosts,
-        "allowed-origins": config.server.allowed_origins,
-        "max-body-bytes": config.server.max_body_bytes.unwrap_or(4 << 20),
-    });
-    let runtime = Runtime::new(config);
-    let hub = runtime.hub.clone();
-    tokio::spawn(async move { hub.start().await });
-    let result = server::serve(runtime.clone(), ServeOptions { listen, options }).await;
+    let options = match server::options::listener_options(&config, &listen, bind) {
+        Ok(options) => options,
+        Err(error) => return fail(&error),
+    };
+    let runtime = match Runtime::new(config) {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&error.to_string()),
+    };
+    let starting = runtime.clone();
+    tokio::spawn(async move { starting.start().await });
+    // SIGTERM or Ctrl-C (a client closing Runbyte, a service manager stopping it) ends serving
+    // the same way a closed stdin does: downstream servers' process groups are stopped too.
+    let result = tokio::select! {
+        result = server::serve(runtime.clone(), ServeOptions { listen, options }) => result,
+        signal = shutdown_signal() => {
+            tracing::info!("{signal}: shutting down");
+            Ok(())
+        }
+    };
     runtime.hub.shutdown().await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error.to_string()),
     }
+}
+
+/// Waits for SIGTERM or SIGINT; names the one that came.
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            return tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "Ctrl-C"
 }
 
 /// The table a plugin of this kind and name is opened with.
@@ -225,9 +341,6 @@ async fn check(config: Config) -> ExitCode {
                         println!("plugin   {}  FAILED: {error}", describe(&info));
                     }
                 }
-                if let Some(kind) = info.kind {
-                    seen.push((kind, info.name.clone()));
-                }
             }
             Err(error) => {
                 problems += 1;
@@ -244,6 +357,8 @@ async fn check(config: Config) -> ExitCode {
     for (_, server) in config.enabled_servers() {
         referenced.push((PluginKind::Transport, server.connector().0.to_owned()));
     }
+    // Each plugin the configuration names is opened the way `serve` will find it (by name or
+    // `[[plugins.load]]`), whether or not the scan above saw a file of that name.
     for (kind, name) in referenced {
         if seen.contains(&(kind, name.clone())) {
             continue;
@@ -260,7 +375,7 @@ async fn check(config: Config) -> ExitCode {
         }
         seen.push((kind, name));
     }
-    let runtime = Runtime::new(config);
+    let runtime = Runtime::hub_only(config);
     runtime.hub.start().await;
     for view in runtime.hub.servers().await {
         match view.status {
@@ -286,7 +401,7 @@ async fn check(config: Config) -> ExitCode {
 }
 
 async fn tools(config: Config, only: Option<String>) -> ExitCode {
-    let runtime = Runtime::new(config);
+    let runtime = Runtime::hub_only(config);
     if let Some(server) = &only
         && !runtime.hub.server_names().contains(server)
     {
@@ -319,12 +434,81 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
     code
 }
 
+async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
+    let code = if file == std::path::Path::new("-") {
+        let mut code = String::new();
+        if let Err(error) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut code) {
+            return fail(&format!("cannot read the program from stdin: {error}"));
+        }
+        code
+    } else {
+        match std::fs::read_to_string(file) {
+            Ok(code) => code,
+            Err(error) => return fail(&format!("cannot read {}: {error}", file.display())),
+        }
+    };
+    let runtime = match Runtime::new(config) {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&error.to_string()),
+    };
+    runtime.start().await;
+    let result = match crate::execute::prepare(&runtime, "cli") {
+        Ok(prepared) => {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let on_signal = cancel.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    on_signal.cancel();
+                }
+            });
+            crate::execute::run(&runtime, "cli", &prepared, code, cancel).await
+        }
+        Err(message) => return fail(&message),
+    };
+    runtime.hub.shutdown().await;
+    for block in &result.content {
+        match block.as_text() {
+            Some(text) => println!("{}", text.text),
+            None => println!("{}", serde_json::to_string(block).unwrap_or_default()),
+        }
+    }
+    if result.is_error == Some(true) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Starts the gateway, runs one question against the VFS, prints the answer.
+async fn vfs_command(
+    config: Config,
+    question: impl FnOnce(&crate::vfs::Snapshot) -> Result<String, String>,
+) -> ExitCode {
+    let runtime = match Runtime::new(config) {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&error.to_string()),
+    };
+    runtime.start().await;
+    let answer = question(&runtime.vfs.snapshot());
+    runtime.hub.shutdown().await;
+    match answer {
+        Ok(text) => {
+            print!("{text}");
+            if !text.ends_with('\n') {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(&error),
+    }
+}
+
 async fn call(config: Config, server: &str, tool: &str, args: &str) -> ExitCode {
     let args: Value = match serde_json::from_str(args) {
         Ok(args) => args,
         Err(error) => return fail(&format!("the arguments are not valid JSON: {error}")),
     };
-    let runtime: Arc<Runtime> = Runtime::new(config);
+    let runtime: Arc<Runtime> = Runtime::hub_only(config);
     let result = runtime
         .hub
         .call(server, tool, args, CallOptions::default())

@@ -14,7 +14,7 @@ use std::{
 };
 
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::plugin::{Pump, Received};
 
@@ -47,7 +47,7 @@ impl CloseReason {
 pub struct PumpTransport<R: ServiceRole> {
     pump: Pump,
     incoming: mpsc::Receiver<RxJsonRpcMessage<R>>,
-    outgoing: std_mpsc::Sender<(String, oneshot::Sender<Result<(), String>>)>,
+    outgoing: std_mpsc::Sender<String>,
     stop: Arc<AtomicBool>,
     reason: CloseReason,
 }
@@ -66,18 +66,24 @@ impl<R: ServiceRole> PumpTransport<R> {
     /// Starts the reader and writer threads for `pump`. `peer` names the other side in logs.
     pub fn new(pump: Pump, peer: String, on_garbage: OnGarbage) -> Self {
         let (in_tx, incoming) = mpsc::channel(256);
-        let (outgoing, out_rx) =
-            std_mpsc::channel::<(String, oneshot::Sender<Result<(), String>>)>();
+        let (outgoing, out_rx) = std_mpsc::channel::<String>();
         let stop = Arc::new(AtomicBool::new(false));
         let reason = CloseReason::default();
 
-        let writer_pump = pump.clone();
+        let (writer_pump, writer_reason, writer_peer) =
+            (pump.clone(), reason.clone(), peer.clone());
         let spawned_writer = std::thread::Builder::new()
             .name(format!("pump-write-{peer}"))
             .spawn(move || {
-                while let Ok((message, ack)) = out_rx.recv() {
-                    let result = writer_pump.send(&message).map_err(|e| e.to_string());
-                    let _ = ack.send(result);
+                while let Ok(message) = out_rx.recv() {
+                    if let Err(error) = writer_pump.send(&message) {
+                        // The connection is unusable: end it, so the reader reports it closed
+                        // and every request in flight fails at once.
+                        tracing::warn!(peer = %writer_peer, "sending failed: {error}");
+                        writer_reason.set(error.to_string());
+                        writer_pump.close();
+                        return;
+                    }
                 }
             });
         if let Err(e) = spawned_writer {
@@ -208,21 +214,22 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for PumpTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<R>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let (ack, acked) = oneshot::channel();
+        // Queued for the writer thread, in order; not waited for. A write that fails ends the
+        // connection, which the reader reports (with the peer's exit status) and rmcp then fails
+        // every request in flight: waiting here for each write would add a thread hop to every
+        // message.
         let queued = serde_json::to_string(&item)
             .map_err(|e| PumpError(format!("cannot encode a message: {e}")))
             .and_then(|text| {
-                self.outgoing
-                    .send((text, ack))
-                    .map_err(|_| PumpError("the connection is closed".to_owned()))
+                self.outgoing.send(text).map_err(|_| {
+                    PumpError(
+                        self.reason
+                            .get()
+                            .unwrap_or_else(|| "the connection is closed".to_owned()),
+                    )
+                })
             });
-        async move {
-            queued?;
-            match acked.await {
-                Ok(result) => result.map_err(PumpError),
-                Err(_) => Err(PumpError("the connection is closed".to_owned())),
-            }
-        }
+        std::future::ready(queued)
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<R>>> + Send {

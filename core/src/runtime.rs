@@ -1,15 +1,32 @@
-//! The assembled gateway: configuration, plugins and the Hub, as every command uses them.
+//! The assembled gateway: configuration, plugins, the Hub, the VFS, as every command uses them.
 
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
 };
 
+use tokio::sync::watch;
+
 use crate::{
+    audit::AuditLog,
+    codegen::CodegenDriver,
     config::{Config, ConfigError, DEFAULT_CONFIG},
     hub::{Hub, Transports},
-    plugin::PluginSearch,
+    plugin::{self, PluginError, PluginSearch, PolicyPlugin},
+    sandbox::{Sandbox, SandboxOptions},
+    vfs::Vfs,
 };
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A plugin could not be used.
+    #[error("{0}")]
+    Plugin(#[from] PluginError),
+    /// The audit log could not be opened.
+    #[error("{0}")]
+    Audit(String),
+}
 
 /// Where the configuration comes from: `--config`/`RUNBYTE_CONFIG`, else `./runbyte.toml`, else
 /// the built-in default (the demo server), read as if it sat beside the binary.
@@ -36,6 +53,16 @@ pub fn load_config(explicit: Option<&Path>) -> Result<Config, ConfigError> {
     )
 }
 
+/// The `runbyte` binary, for the child processes it starts of itself (sandbox workers, isolated
+/// plugins): `RUNBYTE_EXE` when set (tests that embed the library set it), else this process's
+/// own executable.
+pub fn runbyte_exe() -> PathBuf {
+    std::env::var_os("RUNBYTE_EXE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("runbyte"))
+}
+
 /// Everything a running Runbyte holds.
 pub struct Runtime {
     /// The configuration it started with.
@@ -46,19 +73,101 @@ pub struct Runtime {
     pub transports: Arc<Transports>,
     /// The downstream servers.
     pub hub: Hub,
+    /// The virtual filesystem.
+    pub vfs: Arc<Vfs>,
+    /// The codegen driver, when the runtime serves the VFS.
+    pub codegen: Option<Arc<CodegenDriver>>,
+    /// The policies, in order.
+    pub policies: Vec<PolicyPlugin>,
+    /// The audit log, when one is configured.
+    pub audit: Option<AuditLog>,
+    sandbox: std::sync::OnceLock<Arc<Sandbox>>,
+    ready: watch::Receiver<bool>,
+    ready_tx: watch::Sender<bool>,
 }
 
 impl Runtime {
-    /// Assembles a runtime; nothing connects yet. Must be called inside the tokio runtime.
-    pub fn new(config: Config) -> Arc<Self> {
+    /// A runtime with only the Hub: for `runbyte tools` and `runbyte call`, which need no dialect
+    /// or policy. Must be called inside the tokio runtime.
+    pub fn hub_only(config: Config) -> Arc<Self> {
+        Self::assemble(config, None, Vec::new(), None)
+    }
+
+    /// The whole gateway: the dialect and every policy opened (an error names the plugin), the
+    /// VFS kept in step with the Hub. Nothing connects until [`Runtime::start`].
+    pub fn new(config: Config) -> Result<Arc<Self>, StartError> {
+        let search = PluginSearch::from_config(&config);
+        let dialect_name = config.codegen.dialect.clone();
+        let dialect =
+            plugin::open_codegen(&search, &dialect_name, &config.dialect_table(&dialect_name))?;
+        let policies = config
+            .sandbox
+            .policy
+            .names()
+            .iter()
+            .map(|name| plugin::open_policy(&search, name, &config.policy_table(name)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let audit = AuditLog::from_config(&config).map_err(StartError::Audit)?;
+        Ok(Self::assemble(config, Some(dialect), policies, audit))
+    }
+
+    fn assemble(
+        config: Config,
+        dialect: Option<plugin::CodegenPlugin>,
+        policies: Vec<PolicyPlugin>,
+        audit: Option<AuditLog>,
+    ) -> Arc<Self> {
         let search = PluginSearch::from_config(&config);
         let transports = Arc::new(Transports::new(&config, search.clone()));
         let hub = Hub::new(&config, transports.clone());
+        let vfs = Arc::new(Vfs::default());
+        let codegen = dialect.map(|dialect| CodegenDriver::new(dialect, hub.clone(), vfs.clone()));
+        let (ready_tx, ready) = watch::channel(false);
         Arc::new(Runtime {
             config: Arc::new(config),
             search,
             transports,
             hub,
+            vfs,
+            codegen,
+            policies,
+            audit,
+            sandbox: std::sync::OnceLock::new(),
+            ready,
+            ready_tx,
         })
+    }
+
+    /// The sandbox, its worker pool started on first use.
+    pub fn sandbox(&self) -> Arc<Sandbox> {
+        self.sandbox
+            .get_or_init(|| {
+                let defaults = SandboxOptions::default();
+                Arc::new(Sandbox::new(SandboxOptions {
+                    worker_exe: runbyte_exe(),
+                    workers: self.config.sandbox.workers.unwrap_or(defaults.workers),
+                    queue: self.config.sandbox.queue.unwrap_or(defaults.queue),
+                    ..defaults
+                }))
+            })
+            .clone()
+    }
+
+    /// Connects every server and generates the VFS; then keeps the VFS in step. Returns once
+    /// the first round is done (each server connected or failed).
+    pub async fn start(self: &Arc<Self>) {
+        self.hub.start().await;
+        if let Some(codegen) = &self.codegen {
+            let events = self.hub.subscribe();
+            codegen.rebuild_all().await;
+            tokio::spawn(codegen.clone().run(events));
+        }
+        let _ = self.ready_tx.send(true);
+    }
+
+    /// Waits until [`Runtime::start`] has finished its first round.
+    pub async fn ready(&self) {
+        let mut ready = self.ready.clone();
+        let _ = ready.wait_for(|ready| *ready).await;
     }
 }

@@ -4,5 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 mod config;
+mod downstream;
+mod execute;
+mod hub;
+mod listeners;
 mod plugins;
 mod serve;
+mod sessions;
+mod thirdparty;
+mod vfs;

@@ -112,9 +112,201 @@ pub fn run(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// A configuration file's text that uses the built plugins and the demo server, plus `extra`.
+/// The demo server's command is the built `runbyte` by path (not `${RUNBYTE_EXE}`, which in a
+/// test or bench process that runs a Hub itself would be that process's own binary).
 pub fn config_with(extra: &str) -> String {
     format!(
-        "[plugins]\ndirs = [{:?}]\n\n[servers.demo]\ncommand = \"${{RUNBYTE_EXE}}\"\nargs = [\"demo-server\"]\n\n{extra}",
-        build_dir().display().to_string()
+        "[plugins]\ndirs = [{:?}]\n\n[servers.demo]\ncommand = {:?}\nargs = [\"demo-server\"]\n\n{extra}",
+        build_dir().display().to_string(),
+        runbyte().display().to_string()
     )
+}
+
+/// The built misbehaving test server.
+pub fn test_server() -> PathBuf {
+    build_dir().join("runbyte-test-server")
+}
+
+/// A `[servers.<name>]` table that runs the test server over stdio with `args`.
+pub fn test_server_table(name: &str, args: &[&str], extra: &str) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[servers.{name}]\ncommand = {:?}\nargs = [{}]\n{extra}\n",
+        test_server().display().to_string(),
+        args.join(", ")
+    )
+}
+
+/// A configuration with the built plugins and only the given server tables (no demo server).
+pub fn config_of(tables: &[String]) -> String {
+    format!(
+        "[plugins]\ndirs = [{:?}]\n\n{}",
+        build_dir().display().to_string(),
+        tables.join("\n")
+    )
+}
+
+/// Parses configuration text as if it were `dir/runbyte.toml`.
+pub fn parse_config(dir: &Path, text: &str) -> runbyte_core::config::Config {
+    runbyte_core::config::Config::parse(text, &dir.join("runbyte.toml"), dir).unwrap()
+}
+
+/// Whether `pid` is a live process (a zombie counts as dead).
+pub fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Where `scripts/test-deps` installs the third-party packages.
+pub fn test_deps() -> PathBuf {
+    std::env::var_os("RUNBYTE_TEST_NPM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".test-deps"))
+}
+
+/// A file from the installed third-party packages; `None` (skipped, or a failure under
+/// `RUNBYTE_REQUIRE_TEST_DEPS=1`) when it is missing.
+pub fn test_dep(relative: &str) -> Option<PathBuf> {
+    let path = test_deps().join(relative);
+    if path.exists() {
+        return Some(path);
+    }
+    let message = format!("{} is missing; run scripts/test-deps", path.display());
+    assert!(
+        std::env::var("RUNBYTE_REQUIRE_TEST_DEPS").as_deref() != Ok("1"),
+        "{message}"
+    );
+    eprintln!("SKIPPED: {message}");
+    None
+}
+
+/// `@modelcontextprotocol/server-everything`'s entry point, if installed.
+pub fn server_everything() -> Option<PathBuf> {
+    test_dep("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server process in the background, killed when dropped.
+pub struct Background {
+    child: std::process::Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl Background {
+    /// Starts `command` with `args` and `env`, then waits until `port` accepts connections.
+    pub fn start(command: &Path, args: &[&str], env: &[(&str, String)], port: u16) -> Background {
+        let mut child = Command::new(command);
+        child
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        for (key, value) in env {
+            child.env(key, value);
+        }
+        let child = child.spawn().unwrap();
+        let background = Background { child, port };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} did not listen on {port}",
+                command.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        background
+    }
+
+    /// `server-everything` in `mode` (`streamableHttp` or `sse`), if installed.
+    pub fn everything(mode: &str) -> Option<Background> {
+        let script = server_everything()?;
+        let port = free_port();
+        let script = script.display().to_string();
+        Some(Background::start(
+            Path::new("node"),
+            &[&script, mode],
+            &[("PORT", port.to_string())],
+            port,
+        ))
+    }
+
+    /// The test server over `transport` (`http` or `sse`) with extra `args`.
+    pub fn test_server(transport: &str, args: &[&str]) -> Background {
+        let port = free_port();
+        let port_text = port.to_string();
+        let mut all = vec!["--transport", transport, "--port", &port_text];
+        all.extend_from_slice(args);
+        Background::start(&test_server(), &all, &[], port)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An MCP client (rmcp) connected over stdio to `runbyte serve` started in `dir`.
+pub async fn client(dir: &TempDir) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt;
+    let mut command = tokio::process::Command::new(runbyte());
+    command
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("RUNBYTE_LOG", "warn");
+    ().serve(rmcp::transport::TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap()
+}
+
+/// Calls one of Runbyte's tools; its text, and whether it is an error.
+pub async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: serde_json::Value,
+) -> (String, bool) {
+    let result = call_full(client, tool, args).await;
+    let text = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .collect::<Vec<_>>()
+        .join("");
+    (text, result.is_error == Some(true))
+}
+
+/// Calls one of Runbyte's tools; the whole result.
+pub async fn call_full(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: serde_json::Value,
+) -> rmcp::model::CallToolResult {
+    let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
+    params.arguments = args.as_object().cloned();
+    client.peer().call_tool(params).await.unwrap()
+}
+
+/// The JSON result at the start of an `execute_code` answer (before the console and summary).
+pub fn result_json(text: &str) -> serde_json::Value {
+    let body = text.split("\n--- ").next().unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }

@@ -386,7 +386,9 @@ impl Config {
                 }
                 _ => {}
             }
+            // A third-party connector may take any URL (`tcp://…`); http and sse need HTTP.
             if let Some(url) = &server.url
+                && matches!(server.connector().0, "http" | "sse")
                 && !(url.starts_with("http://") || url.starts_with("https://"))
             {
                 return Err(locator.error_at_key(

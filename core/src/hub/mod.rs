@@ -47,7 +47,7 @@ pub enum HubEvent {
 pub enum Status {
     /// Not yet connected.
     Starting,
-    /// Connected, with this many tools.
+    /// Connected; its tools are listed.
     Ready,
     /// Not connected, and why.
     Failed { error: String, attempts: u32 },
@@ -445,11 +445,12 @@ impl Hub {
     ) -> Result<CallToolResult, CallError> {
         let slot = self.slot(server)?.clone();
         let spec = self.tool(server, tool).await?;
-        let schema = Value::Object(spec.input_schema.as_ref().clone());
-        validate::check(&schema, &args).map_err(|message| CallError::InvalidArguments {
-            server: server.to_owned(),
-            tool: tool.to_owned(),
-            message,
+        validate::check(&spec.input_schema, &args).map_err(|message| {
+            CallError::InvalidArguments {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message,
+            }
         })?;
         let Value::Object(arguments) = args else {
             return Err(CallError::InvalidArguments {

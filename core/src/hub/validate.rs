@@ -9,16 +9,16 @@
 use serde_json::{Map, Value};
 
 /// The first violation found, as a sentence naming the field.
-pub fn check(schema: &Value, args: &Value) -> Result<(), String> {
-    Checker {
+pub fn check(schema: &Map<String, Value>, args: &Value) -> Result<(), String> {
+    let mut checker = Checker {
         root: schema,
         depth: 0,
-    }
-    .check(schema, args, "")
+    };
+    checker.check_object(schema, args, "")
 }
 
 struct Checker<'a> {
-    root: &'a Value,
+    root: &'a Map<String, Value>,
     depth: usize,
 }
 
@@ -74,9 +74,21 @@ fn type_matches(name: &str, value: &Value) -> bool {
 }
 
 impl<'a> Checker<'a> {
+    /// A local reference (`#/$defs/Name`): its first segment is a key of the root, the rest a
+    /// JSON pointer inside it. `#` alone (the root itself) is left unchecked: recursion at the
+    /// root is rare, and refusing nothing is the safe side.
     fn resolve(&self, reference: &str) -> Option<&'a Value> {
-        let pointer = reference.strip_prefix('#')?;
-        self.root.pointer(pointer)
+        let pointer = reference.strip_prefix("#/")?;
+        let (first, rest) = pointer
+            .split_once('/')
+            .map_or((pointer, ""), |(f, r)| (f, r));
+        let first = first.replace("~1", "/").replace("~0", "~");
+        let value = self.root.get(&first)?;
+        if rest.is_empty() {
+            Some(value)
+        } else {
+            value.pointer(&format!("/{rest}"))
+        }
     }
 
     fn check(&mut self, schema: &'a Value, value: &Value, path: &str) -> Result<(), String> {
@@ -347,7 +359,7 @@ mod tests {
     #[test]
     fn valid_arguments_pass() {
         check(
-            &weather(),
+            weather().as_object().unwrap(),
             &json!({"location": {"city": "Paris"}, "units": "metric", "days": 3, "tags": ["a"]}),
         )
         .unwrap();
@@ -387,7 +399,7 @@ mod tests {
             ),
         ];
         for (args, expected) in cases {
-            let error = check(&weather(), &args).unwrap_err();
+            let error = check(weather().as_object().unwrap(), &args).unwrap_err();
             assert!(error.starts_with(expected), "{args}: {error}");
         }
     }
@@ -400,10 +412,10 @@ mod tests {
             "properties": {"head": {"$ref": "#/$defs/node"}, "n": {"type": "number", "nullable": true}}
         });
         check(
-            &schema,
+            schema.as_object().unwrap(),
             &json!({"head": {"next": {"next": null}}, "n": null}),
         )
         .unwrap();
-        assert!(check(&schema, &json!({"head": {"next": 5}})).is_err());
+        assert!(check(schema.as_object().unwrap(), &json!({"head": {"next": 5}})).is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! into ordinary Rust types (STYLE.md §2). Nothing outside this module sees abi_stable.
 
 mod error;
+mod isolate;
 mod load;
 mod wrap;
 
@@ -11,6 +12,7 @@ use std::{
 };
 
 pub use error::{CallError, PluginError};
+pub use isolate::serve_child as serve_isolated;
 pub use load::{PluginInfo, read_descriptor};
 use runbyte_plugin_api::{PluginInstance, PluginKind};
 pub use wrap::{Accepted, CodegenPlugin, Listener, PolicyPlugin, Pump, Received, TransportPlugin};
@@ -23,6 +25,8 @@ use crate::config::Config;
 pub struct PluginSearch {
     dirs: Vec<PathBuf>,
     paths: Vec<PathBuf>,
+    isolated_paths: Vec<PathBuf>,
+    isolated_names: Vec<String>,
 }
 
 impl PluginSearch {
@@ -48,7 +52,25 @@ impl PluginSearch {
             .iter()
             .map(|load| load.path.clone())
             .collect();
-        PluginSearch { dirs, paths }
+        let isolated_paths = config
+            .plugins
+            .load
+            .iter()
+            .filter(|load| load.isolate)
+            .map(|load| load.path.clone())
+            .collect();
+        let isolated_names = config.plugins.isolate.clone();
+        PluginSearch {
+            dirs,
+            paths,
+            isolated_paths,
+            isolated_names,
+        }
+    }
+
+    /// Whether the configuration asks for this plugin to run in a process of its own.
+    pub fn is_isolated(&self, info: &PluginInfo) -> bool {
+        self.isolated_names.contains(&info.name) || self.isolated_paths.contains(&info.path)
     }
 
     /// The folders searched by name.
@@ -155,39 +177,51 @@ impl PluginSearch {
     }
 }
 
-/// Opens a transport plugin found by name.
+/// Opens a transport plugin found by name (in a child process when it is isolated).
 pub fn open_transport(
     search: &PluginSearch,
     name: &str,
     config: &serde_json::Value,
 ) -> Result<TransportPlugin, PluginError> {
     let info = search.find(PluginKind::Transport, name)?;
+    if search.is_isolated(&info) {
+        return isolate::IsolatedHost::start(info, PluginKind::Transport, config.clone())
+            .map(TransportPlugin::isolated);
+    }
     match load::open(&info, PluginKind::Transport, config)? {
         PluginInstance::Transport(raw) => Ok(TransportPlugin::new(info, raw)),
         _ => unreachable_kind(&info, PluginKind::Transport),
     }
 }
 
-/// Opens a codegen dialect plugin found by name.
+/// Opens a codegen dialect plugin found by name (in a child process when it is isolated).
 pub fn open_codegen(
     search: &PluginSearch,
     name: &str,
     config: &serde_json::Value,
 ) -> Result<CodegenPlugin, PluginError> {
     let info = search.find(PluginKind::Codegen, name)?;
+    if search.is_isolated(&info) {
+        return isolate::IsolatedHost::start(info, PluginKind::Codegen, config.clone())
+            .map(CodegenPlugin::isolated);
+    }
     match load::open(&info, PluginKind::Codegen, config)? {
         PluginInstance::Codegen(raw) => Ok(CodegenPlugin::new(info, raw)),
         _ => unreachable_kind(&info, PluginKind::Codegen),
     }
 }
 
-/// Opens a policy plugin found by name.
+/// Opens a policy plugin found by name (in a child process when it is isolated).
 pub fn open_policy(
     search: &PluginSearch,
     name: &str,
     config: &serde_json::Value,
 ) -> Result<PolicyPlugin, PluginError> {
     let info = search.find(PluginKind::Policy, name)?;
+    if search.is_isolated(&info) {
+        return isolate::IsolatedHost::start(info, PluginKind::Policy, config.clone())
+            .map(PolicyPlugin::isolated);
+    }
     match load::open(&info, PluginKind::Policy, config)? {
         PluginInstance::Policy(raw) => Ok(PolicyPlugin::new(info, raw)),
         _ => unreachable_kind(&info, PluginKind::Policy),

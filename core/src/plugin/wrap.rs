@@ -9,9 +9,28 @@ use runbyte_plugin_api::{
     policy::RawPolicyBox,
     transport::{RawListenerBox, RawPumpBox, RawReceived, RawTransportBox},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{CallError, PluginInfo};
+use super::{CallError, PluginInfo, isolate::IsolatedHost};
+
+/// Where a plugin's code runs: loaded into this process, or in a child `runbyte plugin-host`.
+enum Backend<T> {
+    Local(Arc<T>),
+    Isolated(Arc<IsolatedHost>),
+}
+
+impl<T> Clone for Backend<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Backend::Local(raw) => Backend::Local(raw.clone()),
+            Backend::Isolated(host) => Backend::Isolated(host.clone()),
+        }
+    }
+}
+
+fn millis(timeout: Duration) -> u64 {
+    u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)
+}
 
 fn call_error(
     info: &PluginInfo,
@@ -60,18 +79,53 @@ fn parse_answer(
     })
 }
 
+/// A pump or listener: in this process, or an id in an isolated plugin's child (of one
+/// generation: a restarted child does not have it).
+enum Remote<T> {
+    Local(Arc<T>),
+    Isolated {
+        host: Arc<IsolatedHost>,
+        id: u64,
+        generation: u64,
+    },
+}
+
+impl<T> Clone for Remote<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Remote::Local(raw) => Remote::Local(raw.clone()),
+            Remote::Isolated {
+                host,
+                id,
+                generation,
+            } => Remote::Isolated {
+                host: host.clone(),
+                id: *id,
+                generation: *generation,
+            },
+        }
+    }
+}
+
 /// An opened transport plugin.
 #[derive(Clone)]
 pub struct TransportPlugin {
     info: Arc<PluginInfo>,
-    raw: Arc<RawTransportBox>,
+    backend: Backend<RawTransportBox>,
 }
 
 impl TransportPlugin {
     pub(super) fn new(info: PluginInfo, raw: RawTransportBox) -> Self {
         TransportPlugin {
             info: Arc::new(info),
-            raw: Arc::new(raw),
+            backend: Backend::Local(Arc::new(raw)),
+        }
+    }
+
+    pub(super) fn isolated(host: Arc<IsolatedHost>) -> Self {
+        TransportPlugin {
+            info: host.info().clone(),
+            backend: Backend::Isolated(host),
         }
     }
 
@@ -83,32 +137,57 @@ impl TransportPlugin {
     /// Opens a client connection to a downstream server; `target` is described in
     /// `runbyte_plugin_api::transport::Transport::connect`. Blocking: call it off the runtime.
     pub fn connect(&self, target: &Value) -> Result<Pump, CallError> {
-        let target = target.to_string();
-        let raw = lift(
-            &self.info,
-            PluginKind::Transport,
-            "connect",
-            self.raw.connect(RStr::from(target.as_str())),
-        )?;
-        Ok(Pump {
-            info: self.info.clone(),
-            raw: Arc::new(raw),
-        })
+        match &self.backend {
+            Backend::Local(raw) => {
+                let target = target.to_string();
+                let answer = raw.connect(RStr::from(target.as_str()));
+                let raw = lift(&self.info, PluginKind::Transport, "connect", answer)?;
+                Ok(Pump {
+                    info: self.info.clone(),
+                    inner: Remote::Local(Arc::new(raw)),
+                })
+            }
+            Backend::Isolated(host) => {
+                let (id, generation) = host.request_handle("connect", target.clone(), "pump")?;
+                let inner = Remote::Isolated {
+                    host: host.clone(),
+                    id,
+                    generation,
+                };
+                Ok(Pump {
+                    info: self.info.clone(),
+                    inner,
+                })
+            }
+        }
     }
 
     /// Starts accepting upstream clients; `options` as in `Transport::listen`.
     pub fn listen(&self, options: &Value) -> Result<Listener, CallError> {
-        let options = options.to_string();
-        let raw = lift(
-            &self.info,
-            PluginKind::Transport,
-            "listen",
-            self.raw.listen(RStr::from(options.as_str())),
-        )?;
-        Ok(Listener {
-            info: self.info.clone(),
-            raw: Arc::new(raw),
-        })
+        match &self.backend {
+            Backend::Local(raw) => {
+                let options = options.to_string();
+                let answer = raw.listen(RStr::from(options.as_str()));
+                let raw = lift(&self.info, PluginKind::Transport, "listen", answer)?;
+                Ok(Listener {
+                    info: self.info.clone(),
+                    inner: Remote::Local(Arc::new(raw)),
+                })
+            }
+            Backend::Isolated(host) => {
+                let (id, generation) =
+                    host.request_handle("listen", options.clone(), "listener")?;
+                let inner = Remote::Isolated {
+                    host: host.clone(),
+                    id,
+                    generation,
+                };
+                Ok(Listener {
+                    info: self.info.clone(),
+                    inner,
+                })
+            }
+        }
     }
 }
 
@@ -127,7 +206,7 @@ pub enum Received {
 #[derive(Clone)]
 pub struct Pump {
     info: Arc<PluginInfo>,
-    raw: Arc<RawPumpBox>,
+    inner: Remote<RawPumpBox>,
 }
 
 impl Pump {
@@ -138,36 +217,93 @@ impl Pump {
 
     /// Sends one message. Blocking.
     pub fn send(&self, message: &str) -> Result<(), CallError> {
-        lift(
-            &self.info,
-            PluginKind::Transport,
-            "send",
-            self.raw.send(RStr::from(message)),
-        )
+        match &self.inner {
+            Remote::Local(raw) => lift(
+                &self.info,
+                PluginKind::Transport,
+                "send",
+                raw.send(RStr::from(message)),
+            ),
+            Remote::Isolated {
+                host,
+                id,
+                generation,
+            } => host
+                .request_in(
+                    *generation,
+                    "pump.send",
+                    json!({"pump": id, "message": message}),
+                )
+                .map(drop),
+        }
     }
 
     /// Waits up to `timeout` for the next message. Blocking.
     pub fn recv(&self, timeout: Duration) -> Result<Received, CallError> {
-        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let received = lift(
-            &self.info,
-            PluginKind::Transport,
-            "recv",
-            self.raw.recv(millis),
-        )?;
-        Ok(match received {
-            RawReceived::Message(message) => Received::Message(message.into_string()),
-            RawReceived::Timeout => Received::Timeout,
-            RawReceived::Closed(reason) => Received::Closed(reason.into_string()),
-        })
+        match &self.inner {
+            Remote::Local(raw) => {
+                let received = lift(
+                    &self.info,
+                    PluginKind::Transport,
+                    "recv",
+                    raw.recv(millis(timeout)),
+                )?;
+                Ok(match received {
+                    RawReceived::Message(message) => Received::Message(message.into_string()),
+                    RawReceived::Timeout => Received::Timeout,
+                    RawReceived::Closed(reason) => Received::Closed(reason.into_string()),
+                })
+            }
+            Remote::Isolated {
+                host,
+                id,
+                generation,
+            } => {
+                let wait = millis(timeout.min(super::isolate::MAX_WAIT));
+                let request = json!({"pump": id, "timeout-ms": wait});
+                Ok(match host.request_in(*generation, "pump.recv", request) {
+                    Ok(answer) => received_from_json(&answer),
+                    Err(error) => Received::Closed(error.to_string()),
+                })
+            }
+        }
     }
 
     /// Ends the connection.
     pub fn close(&self) {
-        if let Err(error) = lift(&self.info, PluginKind::Transport, "close", self.raw.close()) {
-            tracing::warn!("{error}");
+        let result = match &self.inner {
+            Remote::Local(raw) => lift(&self.info, PluginKind::Transport, "close", raw.close()),
+            Remote::Isolated {
+                host,
+                id,
+                generation,
+            } => host
+                .request_in(*generation, "pump.close", json!({"pump": id}))
+                .map(drop),
+        };
+        if let Err(error) = result {
+            tracing::debug!("{error}");
         }
     }
+}
+
+/// A `recv` answer as the isolated host sends it.
+pub(super) fn received_to_json(received: &Received) -> Value {
+    match received {
+        Received::Message(message) => json!({"message": message}),
+        Received::Timeout => json!({"timeout": true}),
+        Received::Closed(reason) => json!({"closed": reason}),
+    }
+}
+
+fn received_from_json(answer: &Value) -> Received {
+    if let Some(message) = answer.get("message").and_then(Value::as_str) {
+        return Received::Message(message.to_owned());
+    }
+    if let Some(reason) = answer.get("closed").and_then(Value::as_str) {
+        return Received::Closed(reason.to_owned());
+    }
+    Received::Timeout
 }
 
 /// One accepted upstream client session.
@@ -184,44 +320,96 @@ pub struct Accepted {
 #[derive(Clone)]
 pub struct Listener {
     info: Arc<PluginInfo>,
-    raw: Arc<RawListenerBox>,
+    inner: Remote<RawListenerBox>,
 }
 
 impl Listener {
     /// Waits up to `timeout` for a client session. Blocking.
     pub fn accept(&self, timeout: Duration) -> Result<Option<Accepted>, CallError> {
-        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let accepted = lift(
-            &self.info,
-            PluginKind::Transport,
-            "accept",
-            self.raw.accept(millis),
-        )?;
-        Ok(accepted.into_option().map(|accepted| Accepted {
-            pump: Pump {
-                info: self.info.clone(),
-                raw: Arc::new(accepted.pump),
-            },
-            peer: accepted.peer.into_string(),
-            session: accepted.session.into_string(),
-        }))
+        match &self.inner {
+            Remote::Local(raw) => {
+                let accepted = lift(
+                    &self.info,
+                    PluginKind::Transport,
+                    "accept",
+                    raw.accept(millis(timeout)),
+                )?;
+                Ok(accepted.into_option().map(|accepted| Accepted {
+                    pump: Pump {
+                        info: self.info.clone(),
+                        inner: Remote::Local(Arc::new(accepted.pump)),
+                    },
+                    peer: accepted.peer.into_string(),
+                    session: accepted.session.into_string(),
+                }))
+            }
+            Remote::Isolated {
+                host,
+                id,
+                generation,
+            } => {
+                let wait = millis(timeout.min(super::isolate::MAX_WAIT));
+                let request = json!({"listener": id, "timeout-ms": wait});
+                let answer = host.request_in(*generation, "listener.accept", request)?;
+                if answer.is_null() {
+                    return Ok(None);
+                }
+                let text = |key: &str| {
+                    answer
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let pump = answer
+                    .get("pump")
+                    .and_then(Value::as_u64)
+                    .unwrap_or_default();
+                Ok(Some(Accepted {
+                    pump: Pump {
+                        info: self.info.clone(),
+                        inner: Remote::Isolated {
+                            host: host.clone(),
+                            id: pump,
+                            generation: *generation,
+                        },
+                    },
+                    peer: text("peer"),
+                    session: text("session"),
+                }))
+            }
+        }
     }
 
     /// Where clients reach it.
     pub fn address(&self) -> String {
-        lift(
-            &self.info,
-            PluginKind::Transport,
-            "address",
-            self.raw.address(),
-        )
-        .map(|a| a.into_string())
-        .unwrap_or_else(|e| format!("<unknown: {e}>"))
+        let answer = match &self.inner {
+            Remote::Local(raw) => lift(&self.info, PluginKind::Transport, "address", raw.address())
+                .map(|a| a.into_string()),
+            Remote::Isolated {
+                host,
+                id,
+                generation,
+            } => host
+                .request_in(*generation, "listener.address", json!({"listener": id}))
+                .map(|a| a.as_str().unwrap_or_default().to_owned()),
+        };
+        answer.unwrap_or_else(|e| format!("<unknown: {e}>"))
     }
 
     /// Stops accepting and ends every session.
     pub fn close(&self) {
-        if let Err(error) = lift(&self.info, PluginKind::Transport, "close", self.raw.close()) {
+        let result = match &self.inner {
+            Remote::Local(raw) => lift(&self.info, PluginKind::Transport, "close", raw.close()),
+            Remote::Isolated {
+                host,
+                id,
+                generation,
+            } => host
+                .request_in(*generation, "listener.close", json!({"listener": id}))
+                .map(drop),
+        };
+        if let Err(error) = result {
             tracing::warn!("{error}");
         }
     }
@@ -231,14 +419,21 @@ impl Listener {
 #[derive(Clone)]
 pub struct CodegenPlugin {
     info: Arc<PluginInfo>,
-    raw: Arc<RawCodegenBox>,
+    backend: Backend<RawCodegenBox>,
 }
 
 impl CodegenPlugin {
     pub(super) fn new(info: PluginInfo, raw: RawCodegenBox) -> Self {
         CodegenPlugin {
             info: Arc::new(info),
-            raw: Arc::new(raw),
+            backend: Backend::Local(Arc::new(raw)),
+        }
+    }
+
+    pub(super) fn isolated(host: Arc<IsolatedHost>) -> Self {
+        CodegenPlugin {
+            info: host.info().clone(),
+            backend: Backend::Isolated(host),
         }
     }
 
@@ -249,14 +444,15 @@ impl CodegenPlugin {
 
     /// One `generate` request (see `runbyte_plugin_api::codegen`).
     pub fn generate(&self, request: &Value) -> Result<Value, CallError> {
-        let request = request.to_string();
-        let answer = lift(
-            &self.info,
-            PluginKind::Codegen,
-            "generate",
-            self.raw.generate(RStr::from(request.as_str())),
-        )?;
-        parse_answer(&self.info, PluginKind::Codegen, "generate", &answer)
+        match &self.backend {
+            Backend::Local(raw) => {
+                let request = request.to_string();
+                let answer = raw.generate(RStr::from(request.as_str()));
+                let answer = lift(&self.info, PluginKind::Codegen, "generate", answer)?;
+                parse_answer(&self.info, PluginKind::Codegen, "generate", &answer)
+            }
+            Backend::Isolated(host) => host.request("generate", request.clone()),
+        }
     }
 }
 
@@ -264,14 +460,21 @@ impl CodegenPlugin {
 #[derive(Clone)]
 pub struct PolicyPlugin {
     info: Arc<PluginInfo>,
-    raw: Arc<RawPolicyBox>,
+    backend: Backend<RawPolicyBox>,
 }
 
 impl PolicyPlugin {
     pub(super) fn new(info: PluginInfo, raw: RawPolicyBox) -> Self {
         PolicyPlugin {
             info: Arc::new(info),
-            raw: Arc::new(raw),
+            backend: Backend::Local(Arc::new(raw)),
+        }
+    }
+
+    pub(super) fn isolated(host: Arc<IsolatedHost>) -> Self {
+        PolicyPlugin {
+            info: host.info().clone(),
+            backend: Backend::Isolated(host),
         }
     }
 
@@ -282,25 +485,27 @@ impl PolicyPlugin {
 
     /// The limits for one execution (see `runbyte_plugin_api::policy`).
     pub fn limits(&self, context: &Value) -> Result<Value, CallError> {
-        let context = context.to_string();
-        let answer = lift(
-            &self.info,
-            PluginKind::Policy,
-            "limits",
-            self.raw.limits(RStr::from(context.as_str())),
-        )?;
-        parse_answer(&self.info, PluginKind::Policy, "limits", &answer)
+        match &self.backend {
+            Backend::Local(raw) => {
+                let context = context.to_string();
+                let answer = raw.limits(RStr::from(context.as_str()));
+                let answer = lift(&self.info, PluginKind::Policy, "limits", answer)?;
+                parse_answer(&self.info, PluginKind::Policy, "limits", &answer)
+            }
+            Backend::Isolated(host) => host.request("limits", context.clone()),
+        }
     }
 
     /// The verdict on one tool call.
     pub fn check_call(&self, call: &Value) -> Result<Value, CallError> {
-        let call = call.to_string();
-        let answer = lift(
-            &self.info,
-            PluginKind::Policy,
-            "check_call",
-            self.raw.check_call(RStr::from(call.as_str())),
-        )?;
-        parse_answer(&self.info, PluginKind::Policy, "check_call", &answer)
+        match &self.backend {
+            Backend::Local(raw) => {
+                let call = call.to_string();
+                let answer = raw.check_call(RStr::from(call.as_str()));
+                let answer = lift(&self.info, PluginKind::Policy, "check_call", answer)?;
+                parse_answer(&self.info, PluginKind::Policy, "check_call", &answer)
+            }
+            Backend::Isolated(host) => host.request("check_call", call.clone()),
+        }
     }
 }

@@ -1,14 +1,24 @@
 //! The MCP server logic every listener serves: Runbyte's own tools.
 
-use std::sync::Arc;
+// MCP logging (`logging/setLevel`, `notifications/message`) is deprecated from the 2026-07-28
+// revision (SEP-2577); the revisions Runbyte serves (up to 2025-11-25) have it.
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
-    model::{DiscoverResult, Implementation, ServerCapabilities, ServerConfig},
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
+        ErrorCode, Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+        PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+        SetLevelRequestParams, Tool,
+    },
     service::RequestContext,
 };
+use serde_json::{Value, json};
 
-use crate::runtime::Runtime;
+use crate::{execute, runtime::Runtime};
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
 pub const INSTRUCTIONS: &str = "Runbyte turns the tools of many MCP servers into typed functions \
@@ -17,17 +27,92 @@ read_file, or find tools with search_tools. Then call execute_code with a short 
 program that imports from './servers/<server>' and returns only what you need; intermediate \
 data stays in the sandbox.";
 
+/// Runbyte's own tools, as listed to clients.
+fn tool_specs() -> Vec<Tool> {
+    let specs = json!([
+        {
+            "name": "list_directory",
+            "description": "List a folder of the virtual filesystem. /servers holds one folder per MCP server; each holds one module per tool.",
+            "inputSchema": {"type": "object", "properties": {
+                "path": {"type": "string", "description": "A folder, e.g. /servers or /servers/github"},
+                "withDescriptions": {"type": "boolean", "description": "Show each tool's one-line description"}
+            }, "required": ["path"]},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "read_file",
+            "description": "Read a module of the virtual filesystem: a tool's typed function, its argument and result types and its documentation.",
+            "inputSchema": {"type": "object", "properties": {
+                "path": {"type": "string", "description": "e.g. /servers/github/create_issue.ts"}
+            }, "required": ["path"]},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "execute_code",
+            "description": "Run a TypeScript program in a sandbox. Import tools from './servers/<server>', await their calls (Promise.all runs them concurrently), and return only what you need: define async function exec() or use top-level await with export default. Returns the result as JSON, the console output and a call summary.",
+            "inputSchema": {"type": "object", "properties": {
+                "code": {"type": "string", "description": "The program (TypeScript or JavaScript)"}
+            }, "required": ["code"]},
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}
+        },
+        {
+            "name": "search_tools",
+            "description": "Find tools by what they do, across every server. Each hit gives its import path and signature.",
+            "inputSchema": {"type": "object", "properties": {
+                "query": {"type": "string", "description": "Words to look for in tool names, descriptions and parameters"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most hits to return (default 10)"}
+            }, "required": ["query"]},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        }
+    ]);
+    serde_json::from_value(specs).unwrap_or_default()
+}
+
 /// One client session's server.
 #[derive(Clone)]
 pub struct Gateway {
     runtime: Arc<Runtime>,
     session: String,
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
+}
+
+/// The severity order of MCP log levels, lowest first.
+#[allow(deprecated)]
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
 }
 
 impl Gateway {
     /// The server for one client session.
     pub fn new(runtime: Arc<Runtime>, session: String) -> Self {
-        Gateway { runtime, session }
+        Gateway {
+            runtime,
+            session,
+            log_level: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Sends the client a log message, if it asked for messages of this level
+    /// (`logging/setLevel`); nothing is sent before it asks.
+    #[allow(deprecated)]
+    pub async fn log(&self, peer: &rmcp::Peer<RoleServer>, level: LoggingLevel, message: String) {
+        let wanted = self.log_level.lock().ok().and_then(|l| *l);
+        let Some(wanted) = wanted else { return };
+        if severity(level) < severity(wanted) {
+            return;
+        }
+        let mut params = LoggingMessageNotificationParam::new(level, Value::String(message));
+        params.logger = Some("runbyte".to_owned());
+        let _ = peer.notify_logging_message(params).await;
     }
 
     /// The runtime this session serves.
@@ -39,6 +124,123 @@ impl Gateway {
     pub fn session(&self) -> &str {
         &self.session
     }
+
+    async fn list_directory(&self, args: &Value) -> Result<String, String> {
+        let path = required_str(args, "path")?;
+        let with_descriptions = args
+            .get("withDescriptions")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        self.runtime.ready().await;
+        self.runtime
+            .vfs
+            .snapshot()
+            .list(path, with_descriptions)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn read_file(&self, args: &Value) -> Result<String, String> {
+        let path = required_str(args, "path")?;
+        self.runtime.ready().await;
+        self.runtime
+            .vfs
+            .snapshot()
+            .read(path)
+            .map(|content| content.to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn search_tools(&self, args: &Value) -> Result<String, String> {
+        let query = required_str(args, "query")?;
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(10)
+            .clamp(1, 50) as usize;
+        self.runtime.ready().await;
+        let snapshot = self.runtime.vfs.snapshot();
+        let hits = snapshot.search(query, limit);
+        if hits.is_empty() {
+            return Ok(format!(
+                "No tool matches `{query}`. list_directory('/servers') shows every server."
+            ));
+        }
+        let mut out = String::new();
+        for (tool, _) in hits {
+            let folder = tool
+                .path
+                .trim_start_matches("/servers/")
+                .split('/')
+                .next()
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{}/{}: {}\n  import {{ {} }} from './servers/{folder}';\n  {}\n",
+                tool.server, tool.name, tool.summary, tool.identifier, tool.signature
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Gateway {
+    /// Runs one program: limits from the policies, the VFS's modules, the bridge to the Hub;
+    /// progress while it runs when the client asked for it; stopped when the client cancels.
+    async fn execute_code(
+        &self,
+        args: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let code = match required_str(args, "code") {
+            Ok(code) => code.to_owned(),
+            Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
+        };
+        self.runtime.ready().await;
+        let prepared = match execute::prepare(&self.runtime, &self.session) {
+            Ok(prepared) => prepared,
+            Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
+        };
+        let progress = context.meta.get_progress_token().map(|token| {
+            let (peer, bridge) = (context.peer.clone(), prepared.bridge.clone());
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let mut tick = tokio::time::interval(PROGRESS_EVERY);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let elapsed = started.elapsed().as_secs_f64();
+                    let mut params = ProgressNotificationParam::new(token.clone(), elapsed.floor());
+                    params.message = Some(format!(
+                        "running for {elapsed:.0} s; {} tool calls so far",
+                        bridge.calls()
+                    ));
+                    if peer.notify_progress(params).await.is_err() {
+                        return;
+                    }
+                }
+            })
+        });
+        let result = execute::run(
+            &self.runtime,
+            &self.session,
+            &prepared,
+            code,
+            context.ct.clone(),
+        )
+        .await;
+        if let Some(progress) = progress {
+            progress.abort();
+        }
+        result
+    }
+}
+
+/// How often a running execution tells a client that asked for progress.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn required_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("`{key}` is required and must be a string"))
 }
 
 impl ServerHandler for Gateway {
@@ -64,9 +266,58 @@ impl ServerHandler for Gateway {
         _context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
         Err(ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            ErrorCode::METHOD_NOT_FOUND,
             "server/discover",
             None,
         ))
+    }
+
+    // `logging/setLevel` belongs to the revisions Runbyte serves (deprecated only from 2026-07-28).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Ok(mut level) = self.log_level.lock() {
+            *level = Some(request.level);
+        }
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tool_specs()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let answer = match request.name.as_ref() {
+            "list_directory" => self.list_directory(&args).await,
+            "read_file" => self.read_file(&args).await,
+            "search_tools" => self.search_tools(&args).await,
+            "execute_code" => return Ok(self.execute_code(&args, &context).await.into()),
+            other => {
+                return Err(ErrorData::new(
+                    ErrorCode::INVALID_PARAMS,
+                    format!(
+                        "unknown tool `{other}`; Runbyte's tools are list_directory, read_file, search_tools, execute_code"
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(match answer {
+            Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        }
+        .into())
     }
 }

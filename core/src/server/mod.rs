@@ -1,6 +1,7 @@
 //! The upstream MCP server: what Runbyte's own clients talk to, over any listener.
 
 mod handler;
+pub mod options;
 
 use std::{sync::Arc, time::Duration};
 
@@ -88,6 +89,30 @@ async fn accept(listener: &Listener) -> Result<Option<Accepted>, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Tells the client when a downstream server's tools change: `tools/list_changed` (so it looks
+/// again) and, if it asked for logs, which server.
+#[allow(deprecated)]
+async fn forward_hub_events(runtime: Arc<Runtime>, gateway: Gateway, peer: rmcp::Peer<RoleServer>) {
+    let mut events = runtime.hub.subscribe();
+    while let Ok(crate::hub::HubEvent::ToolsChanged { server }) = events.recv().await {
+        let status = runtime.hub.server(&server).await.map(|view| view.status);
+        let (level, message) = match status {
+            Some(crate::hub::Status::Failed { error, .. }) => (
+                rmcp::model::LoggingLevel::Warning,
+                format!("server `{server}` is unavailable: {error}"),
+            ),
+            _ => (
+                rmcp::model::LoggingLevel::Info,
+                format!("server `{server}`'s tools changed; see /servers"),
+            ),
+        };
+        gateway.log(&peer, level, message).await;
+        if peer.notify_tool_list_changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Runs the MCP server for one client session until it ends.
 async fn serve_session(runtime: Arc<Runtime>, accepted: Accepted) {
     let Accepted {
@@ -99,9 +124,12 @@ async fn serve_session(runtime: Arc<Runtime>, accepted: Accepted) {
     let transport =
         PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
     let gateway = Gateway::new(runtime.clone(), session.clone());
-    match gateway.serve(transport).await {
+    match gateway.clone().serve(transport).await {
         Ok(running) => {
+            let peer = running.peer().clone();
+            let forward = tokio::spawn(forward_hub_events(runtime.clone(), gateway, peer));
             let _ = running.waiting().await;
+            forward.abort();
         }
         Err(error) => tracing::warn!(%peer, %session, "client session failed to start: {error}"),
     }

@@ -91,7 +91,21 @@ impl ChildPump {
             // Its own process group, so that stopping it stops its children too.
             command.process_group(0);
         }
-        let mut child = command.spawn().map_err(|e| {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure runs in the forked child before exec and calls only prctl(2),
+            // which is async-signal-safe; it touches no memory of the parent.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = spawn_from_one_thread(command).map_err(|e| {
             let place = target
                 .cwd
                 .as_ref()
@@ -233,6 +247,36 @@ impl Drop for ChildPump {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Starts every child from one thread that lives as long as the process. On Linux each child asks
+/// for SIGTERM when the thread that started it ends (`PR_SET_PDEATHSIG`): from a short-lived
+/// thread that would stop it early, from this one it means "when Runbyte is gone", so a Runbyte
+/// killed outright does not leave its servers running.
+fn spawn_from_one_thread(command: Command) -> std::io::Result<Child> {
+    type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<Mutex<mpsc::Sender<Request>>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (sender, requests) = mpsc::channel::<Request>();
+        let started = thread::Builder::new()
+            .name("stdio-spawner".to_owned())
+            .spawn(move || {
+                for (mut command, reply) in requests {
+                    let _ = reply.send(command.spawn());
+                }
+            });
+        if let Err(error) = started {
+            log(
+                LogLevel::Error,
+                &format!("cannot start the spawner thread: {error}"),
+            );
+        }
+        Mutex::new(sender)
+    });
+    let (reply, answer) = mpsc::channel();
+    let gone = || std::io::Error::other("the spawner thread is gone");
+    lock(spawner).send((command, reply)).map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
 }
 
 fn read_stdout(

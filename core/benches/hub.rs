@@ -1,0 +1,139 @@
+//! The Hub's overhead against a bare rmcp client, concurrent calls, and parallel start.
+//!
+//! Run with `cargo build --release && cargo bench -p runbyte-core --bench hub`: the benches load
+//! the release plugin libraries from beside the release `runbyte` binary and use its built-in
+//! demo server as the downstream stdio server.
+//!
+//! Compare `hub_call` with `bare_rmcp_call` (the same `echo` call to the same kind of server):
+//! their ratio is the Hub's overhead.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
+
+use rmcp::{
+    RoleClient, ServiceExt, model::CallToolRequestParams, service::RunningService,
+    transport::TokioChildProcess,
+};
+use runbyte_core::{config::Config, hub::CallOptions, runtime::Runtime};
+use serde_json::json;
+
+fn main() {
+    divan::main();
+}
+
+fn runbyte() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_runbyte"))
+}
+
+static TOKIO: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+});
+
+fn config(servers: &str) -> Config {
+    let dir = runbyte().parent().unwrap().to_owned();
+    let text = format!(
+        "[plugins]\ndirs = [{:?}]\n{servers}",
+        dir.display().to_string()
+    );
+    Config::parse(&text, Path::new("bench.toml"), &dir).unwrap()
+}
+
+fn demo_table(name: &str, delay: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = \"sh\"\nargs = [\"-c\", \"sleep {delay}; exec \\\"$0\\\" demo-server\", {:?}]\n",
+        runbyte().display().to_string()
+    )
+}
+
+static HUB: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
+    TOKIO.block_on(async {
+        let runtime = Runtime::hub_only(config(&demo_table("demo", "0")));
+        runtime.hub.start().await;
+        runtime
+    })
+});
+
+static BARE: LazyLock<RunningService<RoleClient, ()>> = LazyLock::new(|| {
+    TOKIO.block_on(async {
+        let mut command = tokio::process::Command::new(runbyte());
+        command.arg("demo-server").env("RUNBYTE_LOG", "warn");
+        ().serve(TokioChildProcess::new(command).unwrap())
+            .await
+            .unwrap()
+    })
+});
+
+/// One `echo` call through the Hub (schema check, routing, the stdio plugin's pump).
+#[divan::bench(sample_count = 1000)]
+fn hub_call() {
+    let hub = &HUB.hub;
+    TOKIO.block_on(async {
+        hub.call(
+            "demo",
+            "echo",
+            json!({"message": "hello"}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    });
+}
+
+/// The same call from a bare rmcp client over rmcp's own child-process transport.
+#[divan::bench(sample_count = 1000)]
+fn bare_rmcp_call() {
+    let peer = BARE.peer().clone();
+    TOKIO.block_on(async {
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = json!({"message": "hello"}).as_object().cloned();
+        peer.call_tool(params).await.unwrap();
+    });
+}
+
+/// 100 concurrent calls to a tool that sleeps 100 ms: the target is under 300 ms.
+#[divan::bench(sample_count = 10)]
+fn concurrent_100_sleeps_of_100ms() {
+    let hub = &HUB.hub;
+    TOKIO.block_on(async {
+        let calls =
+            (0..100).map(|_| hub.call("demo", "sleep", json!({"ms": 100}), CallOptions::default()));
+        for result in futures::future::join_all(calls).await {
+            result.unwrap();
+        }
+    });
+}
+
+/// Starting (spawn, initialize, tools/list) one server that takes 300 ms to come up...
+#[divan::bench(sample_count = 5)]
+fn start_one_slow_server() {
+    start(&demo_table("s0", "0.3"));
+}
+
+/// ...and five of them: parallel start makes this the slowest one's time, not the sum.
+#[divan::bench(sample_count = 5)]
+fn start_five_slow_servers() {
+    let tables: String = (0..5)
+        .map(|i| demo_table(&format!("s{i}"), "0.3"))
+        .collect();
+    start(&tables);
+}
+
+fn start(tables: &str) {
+    TOKIO.block_on(async {
+        let runtime = Runtime::hub_only(config(tables));
+        runtime.hub.start().await;
+        for view in runtime.hub.servers().await {
+            assert!(!view.tools.is_empty(), "{} did not start", view.name);
+        }
+        runtime.hub.shutdown().await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    });
+}

@@ -1,0 +1,534 @@
+//! One execution in QuickJS: a fresh runtime and context, the program's module graph through the
+//! VFS loader, and an event loop of promise jobs, timers and tool-call replies that checks the
+//! clock between every two jobs.
+//!
+//! The engine is the same whether it runs in a worker process or on a host thread; the
+//! difference is its [`Link`] to the host (pipes or channels) and where modules come from.
+//!
+//! Every JavaScript value the host side keeps across calls (a pending call's resolve/reject, a
+//! timer's callback, the built-ins captured before the program runs) is a `Persistent` in
+//! [`Shared`], dropped before the context is: QuickJS asserts that nothing outlives its runtime.
+
+mod failure;
+mod ffi;
+mod globals;
+mod loader;
+mod render;
+mod tojson;
+
+#[cfg(test)]
+pub(crate) mod loader_for_tests {
+    pub(crate) use super::loader::{candidates, closest, normalize};
+}
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::{BTreeMap, HashMap, VecDeque},
+    panic::{AssertUnwindSafe, catch_unwind},
+    rc::Rc,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        mpsc::{Receiver, RecvTimeoutError},
+    },
+    time::{Duration, Instant},
+};
+
+use rquickjs::{
+    CatchResultExt, Context, Ctx, Function, JsLifetime, Module, Persistent, Promise, Runtime,
+    Value, context::intrinsic, promise::PromiseState,
+};
+use serde_json::Value as Json;
+
+use failure::{describe_short, failure};
+pub(crate) use failure::{human_bytes, human_duration};
+
+use super::{
+    ErrorKind, ExecError, ModuleProvider,
+    protocol::{EngineLimits, FromEngine, Report, ToEngine},
+    transpile::{EXEC_EXPORT, Transpiled},
+};
+
+/// The module name of the agent's own program; its relative imports resolve from `/`.
+pub(crate) const AGENT_MODULE: &str = "agent.ts";
+/// Timers pending at once; more is a runaway program (each costs host memory outside the limit).
+const MAX_TIMERS: usize = 10_000;
+/// How often the running count of dropped console bytes is sent while output is being dropped.
+const DROPPED_REPORT_EVERY: Duration = Duration::from_millis(50);
+
+/// Ids of calls and module requests, unique over a worker's life so that a late reply to an
+/// abandoned execution never matches a request of the next one.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The engine's door to the host: messages out, messages in.
+pub(crate) struct Link {
+    out: Box<dyn Fn(FromEngine) + Send>,
+    inbox: Receiver<ToEngine>,
+    stash: VecDeque<ToEngine>,
+}
+
+impl Link {
+    pub(crate) fn new(out: Box<dyn Fn(FromEngine) + Send>, inbox: Receiver<ToEngine>) -> Self {
+        Link {
+            out,
+            inbox,
+            stash: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn send(&self, message: FromEngine) {
+        (self.out)(message);
+    }
+
+    /// The next message, waiting at most `timeout`. `Err(true)`: the host is gone.
+    pub(crate) fn next(&mut self, timeout: Duration) -> Result<ToEngine, bool> {
+        if let Some(message) = self.stash.pop_front() {
+            return Ok(message);
+        }
+        match self.inbox.recv_timeout(timeout) {
+            Ok(message) => Ok(message),
+            Err(RecvTimeoutError::Timeout) => Err(false),
+            Err(RecvTimeoutError::Disconnected) => Err(true),
+        }
+    }
+
+    /// Waits until `deadline` for the message `pick` accepts, keeping the others for later.
+    fn wait_for<T>(
+        &mut self,
+        deadline: Instant,
+        mut pick: impl FnMut(&ToEngine) -> Option<T>,
+    ) -> Option<T> {
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let message = self.inbox.recv_timeout(left).ok()?;
+            match pick(&message) {
+                Some(found) => return Some(found),
+                None => self.stash.push_back(message),
+            }
+        }
+    }
+}
+
+/// Where the engine's modules come from.
+pub(crate) enum ModuleSource {
+    /// The host's provider, called directly (thread isolation).
+    Local(Arc<dyn ModuleProvider>),
+    /// Asked of the host over the link, cached in the worker per generation.
+    Remote(Arc<Mutex<ModuleCache>>),
+}
+
+/// A worker's modules, valid for one generation of the host's provider.
+#[derive(Default)]
+pub(crate) struct ModuleCache {
+    generation: u64,
+    sources: HashMap<String, Option<Arc<str>>>,
+    paths: Option<Arc<Vec<String>>>,
+}
+
+impl ModuleCache {
+    /// Drops everything when the provider's generation changed.
+    pub(crate) fn refresh(&mut self, generation: u64) {
+        if self.generation != generation {
+            *self = ModuleCache {
+                generation,
+                ..ModuleCache::default()
+            };
+        }
+    }
+}
+
+/// The state of one execution that host functions, the loader and the event loop share.
+pub(crate) struct Shared {
+    link: RefCell<Link>,
+    modules: ModuleSource,
+    limits: EngineLimits,
+    deadline: Instant,
+    cancel: Arc<AtomicBool>,
+    calls: Cell<u32>,
+    failed_calls: Cell<u32>,
+    output_used: Cell<usize>,
+    logs_dropped: Cell<usize>,
+    dropped_reported: Cell<Option<Instant>>,
+    /// Messages of the module errors the loader threw, to tell them from the program's errors.
+    module_errors: RefCell<Vec<String>>,
+    /// Sources fetched while resolving, handed to the loader.
+    loaded: RefCell<HashMap<String, Arc<str>>>,
+    js: RefCell<JsState>,
+}
+
+/// The JavaScript values kept between calls; all dropped by [`Shared::clear_js`].
+#[derive(Default)]
+struct JsState {
+    pending: HashMap<u64, (Persistent<Function<'static>>, Persistent<Function<'static>>)>,
+    timers: BTreeMap<(Instant, u64), Timer>,
+    timer_due: HashMap<u64, Instant>,
+    next_timer: u64,
+    originals: Option<Originals>,
+}
+
+/// A timer's callback and extra arguments.
+type Timer = (
+    Persistent<Function<'static>>,
+    Vec<Persistent<Value<'static>>>,
+);
+
+/// Built-ins captured before the program runs, so that patching them changes nothing the host
+/// reads.
+struct Originals {
+    date_to_iso: Persistent<Function<'static>>,
+    map_for_each: Persistent<Function<'static>>,
+    set_for_each: Persistent<Function<'static>>,
+}
+
+/// `Rc<Shared>` as runtime userdata, for the `runbyte:bridge` module.
+struct SharedRef(Rc<Shared>);
+
+// SAFETY: `SharedRef` holds no `'js` value; `Persistent`s inside are `'static` by construction.
+unsafe impl<'js> JsLifetime<'js> for SharedRef {
+    type Changed<'to> = SharedRef;
+}
+
+impl Shared {
+    /// The deadline passed or the host cancelled.
+    fn stopped(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+
+    fn clear_js(&self) {
+        *self.js.borrow_mut() = JsState::default();
+    }
+
+    /// Records console output against the output budget; `false` (and counted as dropped) when
+    /// it does not fit.
+    fn take_output(&self, bytes: usize) -> bool {
+        let used = self.output_used.get();
+        if used.saturating_add(bytes) <= self.limits.max_output_bytes {
+            self.output_used.set(used + bytes);
+            return true;
+        }
+        self.drop_output(bytes);
+        false
+    }
+
+    /// Counts dropped console bytes, telling the host now and then (a killed worker cannot tell
+    /// it at the end).
+    fn drop_output(&self, bytes: usize) {
+        let dropped = self.logs_dropped.get().saturating_add(bytes);
+        self.logs_dropped.set(dropped);
+        let now = Instant::now();
+        let due = self
+            .dropped_reported
+            .get()
+            .is_none_or(|last| now.duration_since(last) >= DROPPED_REPORT_EVERY);
+        if due {
+            self.dropped_reported.set(Some(now));
+            self.link
+                .borrow()
+                .send(FromEngine::Dropped { bytes: dropped });
+        }
+    }
+
+    fn originals<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+    ) -> Option<(Function<'js>, Function<'js>, Function<'js>)> {
+        let js = self.js.borrow();
+        let o = js.originals.as_ref()?;
+        Some((
+            o.date_to_iso.clone().restore(ctx).ok()?,
+            o.map_for_each.clone().restore(ctx).ok()?,
+            o.set_for_each.clone().restore(ctx).ok()?,
+        ))
+    }
+}
+
+/// Runs one execution to its end on the current thread; gives the link back for the next one.
+pub(crate) fn run(
+    program: &Transpiled,
+    limits: EngineLimits,
+    link: Link,
+    modules: ModuleSource,
+    cancel: Arc<AtomicBool>,
+) -> (Report, Link) {
+    let deadline = Instant::now() + Duration::from_millis(limits.timeout_ms);
+    let shared = Rc::new(Shared {
+        link: RefCell::new(link),
+        modules,
+        limits,
+        deadline,
+        cancel,
+        calls: Cell::new(0),
+        failed_calls: Cell::new(0),
+        output_used: Cell::new(0),
+        logs_dropped: Cell::new(0),
+        dropped_reported: Cell::new(None),
+        module_errors: RefCell::new(Vec::new()),
+        loaded: RefCell::new(HashMap::new()),
+        js: RefCell::new(JsState::default()),
+    });
+    let result =
+        catch_unwind(AssertUnwindSafe(|| execute(&shared, program))).unwrap_or_else(|_| {
+            Err(plain(
+                ErrorKind::Crashed,
+                "the sandbox engine failed".to_owned(),
+            ))
+        });
+    let report = Report {
+        result,
+        calls: shared.calls.get(),
+        failed_calls: shared.failed_calls.get(),
+        logs_dropped: shared.logs_dropped.get(),
+    };
+    // Every other holder (closures, loader, userdata) went with the runtime.
+    let link = match Rc::try_unwrap(shared) {
+        Ok(shared) => shared.link.into_inner(),
+        Err(shared) => {
+            // Unreachable in practice; keep the process usable by swapping the link out.
+            let (_, rx) = std::sync::mpsc::channel();
+            shared.link.replace(Link::new(Box::new(|_| {}), rx))
+        }
+    };
+    (report, link)
+}
+
+fn plain(kind: ErrorKind, message: String) -> ExecError {
+    ExecError {
+        kind,
+        message,
+        position: None,
+        stack: None,
+    }
+}
+
+type Intrinsics = (
+    intrinsic::Date,
+    intrinsic::Eval,
+    intrinsic::RegExpCompiler,
+    intrinsic::RegExp,
+    intrinsic::Json,
+    intrinsic::Proxy,
+    intrinsic::MapSet,
+    intrinsic::TypedArrays,
+    intrinsic::Promise,
+    intrinsic::WeakRef,
+);
+
+fn execute(shared: &Rc<Shared>, program: &Transpiled) -> Result<Json, ExecError> {
+    let runtime = Runtime::new()
+        .map_err(|e| plain(ErrorKind::Memory, format!("cannot start QuickJS: {e}")))?;
+    runtime.set_max_stack_size(shared.limits.stack_bytes);
+    let (deadline, cancel) = (shared.deadline, shared.cancel.clone());
+    // Keeps interrupting once the deadline passed: a `catch` cannot swallow it.
+    runtime.set_interrupt_handler(Some(Box::new(move || {
+        cancel.load(Ordering::Relaxed) || Instant::now() >= deadline
+    })));
+    runtime.set_loader(
+        loader::VfsResolver(shared.clone()),
+        loader::VfsLoader(shared.clone()),
+    );
+    let context = Context::custom::<Intrinsics>(&runtime)
+        .map_err(|e| plain(ErrorKind::Memory, format!("cannot start QuickJS: {e}")))?;
+    let result = context.with(|ctx| {
+        let result = evaluate(&ctx, shared, program);
+        shared.clear_js();
+        let _ = ctx.remove_userdata::<SharedRef>();
+        // Teardown after an out-of-memory error must not fail for want of a few bytes.
+        ffi::set_memory_limit(&ctx, 0);
+        result
+    });
+    drop(context);
+    drop(runtime);
+    result
+}
+
+/// Why the program stopped without a value.
+enum Stop<'js> {
+    Thrown(Value<'js>),
+    /// A host-side failure (a conversion, an allocation) with its message.
+    Host(String),
+    /// The event loop has nothing left to wait for, yet the result never settled.
+    Deadlock,
+    /// The deadline passed or the execution was cancelled between two jobs.
+    Stopped,
+}
+
+impl<'js> Stop<'js> {
+    fn from_error(ctx: &Ctx<'js>, error: rquickjs::Error) -> Self {
+        if error.is_exception() {
+            Stop::Thrown(ctx.catch())
+        } else {
+            Stop::Host(error.to_string())
+        }
+    }
+}
+
+fn evaluate<'js>(
+    ctx: &Ctx<'js>,
+    shared: &Rc<Shared>,
+    program: &Transpiled,
+) -> Result<Json, ExecError> {
+    let value =
+        run_program(ctx, shared, program).map_err(|stop| failure(ctx, shared, program, stop))?;
+    let budget = shared.limits.max_output_bytes;
+    let mut renderer = render::Renderer::new(ctx, shared, budget);
+    match renderer.render_top(&value) {
+        Ok(json) => Ok(json),
+        Err(render::RenderError::TooLarge) => Err(plain(
+            ErrorKind::Limit,
+            format!(
+                "the result is larger than the output limit of {}; return less (a summary, a \
+                 slice, the fields you need)",
+                human_bytes(budget)
+            ),
+        )),
+        Err(render::RenderError::Stopped(thrown)) => {
+            Err(failure(ctx, shared, program, Stop::Thrown(thrown)))
+        }
+    }
+}
+
+fn run_program<'js>(
+    ctx: &Ctx<'js>,
+    shared: &Rc<Shared>,
+    program: &Transpiled,
+) -> Result<Value<'js>, Stop<'js>> {
+    globals::install(ctx, shared).map_err(|e| Stop::from_error(ctx, e))?;
+    if ctx.store_userdata(SharedRef(shared.clone())).is_err() {
+        return Err(Stop::Host("cannot attach the bridge".to_owned()));
+    }
+    ffi::set_memory_limit(ctx, shared.limits.memory_bytes);
+    let module = Module::declare(ctx.clone(), AGENT_MODULE, program.code())
+        .map_err(|e| Stop::from_error(ctx, e))?;
+    let (module, done) = module.eval().map_err(|e| Stop::from_error(ctx, e))?;
+    settle(ctx, shared, done)?;
+    let namespace = module.namespace().map_err(|e| Stop::from_error(ctx, e))?;
+    let entry: Value = if program.has_exec() {
+        namespace.get(EXEC_EXPORT)
+    } else {
+        namespace.get("default")
+    }
+    .map_err(|e| Stop::from_error(ctx, e))?;
+    let value = match entry.as_function() {
+        Some(function) => function
+            .call::<_, Value>(())
+            .map_err(|e| Stop::from_error(ctx, e))?,
+        None => entry,
+    };
+    match value.as_promise() {
+        Some(promise) => settle(ctx, shared, promise.clone()),
+        None => Ok(value),
+    }
+}
+
+/// Drives the event loop until `promise` settles: promise jobs (the clock checked between any
+/// two), due timers, tool-call replies.
+fn settle<'js>(
+    ctx: &Ctx<'js>,
+    shared: &Rc<Shared>,
+    promise: Promise<'js>,
+) -> Result<Value<'js>, Stop<'js>> {
+    loop {
+        loop {
+            match promise.state() {
+                PromiseState::Resolved => {
+                    return match promise.result::<Value>() {
+                        Some(Ok(value)) => Ok(value),
+                        Some(Err(error)) => Err(Stop::from_error(ctx, error)),
+                        None => Err(Stop::Host("a settled promise has no result".to_owned())),
+                    };
+                }
+                PromiseState::Rejected => {
+                    let _ = promise.result::<Value>();
+                    return Err(Stop::Thrown(ctx.catch()));
+                }
+                PromiseState::Pending => {}
+            }
+            if shared.stopped() {
+                return Err(Stop::Stopped);
+            }
+            match ffi::run_job(ctx) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(thrown) => return Err(Stop::Thrown(thrown)),
+            }
+        }
+        let now = Instant::now();
+        if let Some((callback, args)) = globals::take_due_timer(ctx, shared, now) {
+            let mut call_args = rquickjs::function::Args::new(ctx.clone(), args.len());
+            for arg in args {
+                call_args
+                    .push_arg(arg)
+                    .map_err(|e| Stop::from_error(ctx, e))?;
+            }
+            callback
+                .call_arg::<Value>(call_args)
+                .map_err(|e| Stop::from_error(ctx, e))?;
+            continue;
+        }
+        let (pending_calls, next_timer) = {
+            let js = shared.js.borrow();
+            (
+                js.pending.len(),
+                js.timers.keys().next().map(|(due, _)| *due),
+            )
+        };
+        if pending_calls == 0 && next_timer.is_none() {
+            return Err(Stop::Deadlock);
+        }
+        let wake = next_timer.map_or(shared.deadline, |due| due.min(shared.deadline));
+        let message = shared
+            .link
+            .borrow_mut()
+            .next(wake.saturating_duration_since(now));
+        match message {
+            Ok(ToEngine::Reply { id, ok, err }) => deliver(ctx, shared, id, ok, err)?,
+            Ok(ToEngine::Cancel) | Err(true) => shared.cancel.store(true, Ordering::Relaxed),
+            Ok(_) | Err(false) => {}
+        }
+    }
+}
+
+/// Settles a tool call's promise with the host's reply.
+fn deliver<'js>(
+    ctx: &Ctx<'js>,
+    shared: &Shared,
+    id: u64,
+    ok: Option<String>,
+    err: Option<String>,
+) -> Result<(), Stop<'js>> {
+    let Some((resolve, reject)) = shared.js.borrow_mut().pending.remove(&id) else {
+        return Ok(());
+    };
+    let host = |e: rquickjs::Error| Stop::from_error(ctx, e);
+    let resolve = resolve.restore(ctx).map_err(host)?;
+    let reject = reject.restore(ctx).map_err(host)?;
+    let failed = |reason: Value<'js>| {
+        shared.failed_calls.set(shared.failed_calls.get() + 1);
+        reject.call::<_, ()>((reason,))
+    };
+    match (ok, err) {
+        (Some(text), _) => match ctx.json_parse(text).catch(ctx) {
+            Ok(value) => resolve.call::<_, ()>((value,)).map_err(host),
+            Err(caught) => {
+                let reason = match caught {
+                    rquickjs::CaughtError::Exception(e) => e.into_value(),
+                    rquickjs::CaughtError::Value(v) => v,
+                    rquickjs::CaughtError::Error(e) => {
+                        globals::error_value(ctx, &format!("the tool's result is unreadable: {e}"))
+                            .map_err(host)?
+                    }
+                };
+                failed(reason).map_err(host)
+            }
+        },
+        (None, err) => {
+            let message = err.unwrap_or_else(|| "the tool call failed".to_owned());
+            let reason = globals::error_value(ctx, &message).map_err(host)?;
+            failed(reason).map_err(host)
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! The host's side of one execution, the same for both isolations: it starts the engine, serves
+//! module requests, makes the tool calls (budget, calls in flight, per-call timeout bounded by
+//! the time left), gathers console output within its budget, and ends the execution at the
+//! deadline plus grace whatever the engine is doing.
+
+use std::{
+    io,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
+    process::{Child, ChildStdin, ChildStdout},
+    sync::{Semaphore, mpsc},
+    task::JoinSet,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    ErrorKind, LogLine, ModuleProvider, ToolBridge, ToolCall,
+    engine::{self, Link, ModuleSource, human_duration},
+    protocol::{EngineLimits, FromEngine, PROTOCOL_VERSION, Report, ToEngine},
+    transpile::Transpiled,
+};
+
+/// The longest line a worker may send: tool arguments (16 MiB at most) with room to spare.
+const MAX_LINE_BYTES: usize = 64 << 20;
+/// Native stack beyond the QuickJS stack limit, for the engine's own frames.
+pub(crate) const ENGINE_STACK_MARGIN: usize = 16 << 20;
+
+/// A running `runbyte worker`.
+pub(crate) struct WorkerProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: Vec<u8>,
+}
+
+impl WorkerProcess {
+    /// Starts a worker and waits for its greeting.
+    pub(crate) async fn spawn(exe: &std::path::Path, args: &[String]) -> io::Result<Self> {
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .args(args)
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = command.spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(io::Error::other("the worker's pipes are missing"));
+        };
+        let mut worker = WorkerProcess {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+            line: Vec::new(),
+        };
+        let greeting = tokio::time::timeout(Duration::from_secs(10), worker.recv()).await;
+        match greeting {
+            Ok(Some(Ok(FromEngine::Ready { version }))) if version == PROTOCOL_VERSION => {
+                Ok(worker)
+            }
+            Ok(Some(Ok(FromEngine::Ready { version }))) => Err(io::Error::other(format!(
+                "the worker speaks protocol {version}, the host {PROTOCOL_VERSION}"
+            ))),
+            Ok(Some(Err(error))) => Err(io::Error::other(error)),
+            Ok(_) => Err(io::Error::other(format!(
+                "`{} {}` exited without greeting (is it a runbyte binary with the `worker` \
+                 command?)",
+                exe.display(),
+                args.join(" ")
+            ))),
+            Err(_) => Err(io::Error::other("the worker did not greet within 10 s")),
+        }
+    }
+
+    /// Whether the process has exited (while idle, say).
+    pub(crate) fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    async fn send(&mut self, message: &ToEngine) -> io::Result<()> {
+        let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
+        line.push(b'\n');
+        self.stdin.write_all(&line).await?;
+        self.stdin.flush().await
+    }
+
+    /// The next message; `None` when the worker closed its stdout (it died).
+    async fn recv(&mut self) -> Option<Result<FromEngine, String>> {
+        self.line.clear();
+        loop {
+            let buffer = match self.stdout.fill_buf().await {
+                Ok(buffer) => buffer,
+                Err(_) => return None,
+            };
+            if buffer.is_empty() {
+                return None;
+            }
+            let (used, complete) = match buffer.iter().position(|&b| b == b'\n') {
+                Some(at) => {
+                    self.line.extend_from_slice(&buffer[..at]);
+                    (at + 1, true)
+                }
+                None => {
+                    self.line.extend_from_slice(buffer);
+                    (buffer.len(), false)
+                }
+            };
+            self.stdout.consume(used);
+            if self.line.len() > MAX_LINE_BYTES {
+                return Some(Err("the worker sent a message over 64 MiB".to_owned()));
+            }
+            if complete {
+                return Some(
+                    serde_json::from_slice(&self.line)
+                        .map_err(|e| format!("the worker sent an unreadable message: {e}")),
+                );
+            }
+        }
+    }
+
+    /// Kills the process and reaps it.
+    pub(crate) async fn kill(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+
+    /// How the process ended, once it closed its pipes.
+    async fn exit_status(&mut self) -> String {
+        match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
+            Ok(Ok(status)) => status.to_string(),
+            Ok(Err(error)) => format!("status unknown: {error}"),
+            Err(_) => {
+                let _ = self.child.start_kill();
+                let _ = self.child.wait().await;
+                "it closed its output and was killed".to_owned()
+            }
+        }
+    }
+}
+
+/// An engine on a host thread, reached through channels.
+pub(crate) struct EngineThread {
+    to_engine: std::sync::mpsc::Sender<ToEngine>,
+    from_engine: mpsc::UnboundedReceiver<FromEngine>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl EngineThread {
+    /// Starts the engine on a thread of its own, with a stack for the QuickJS limit plus margin.
+    pub(crate) fn spawn(
+        program: Transpiled,
+        limits: EngineLimits,
+        modules: Arc<dyn ModuleProvider>,
+    ) -> io::Result<Self> {
+        let (to_engine, inbox) = std::sync::mpsc::channel();
+        let (out, from_engine) = mpsc::unbounded_channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
+        let stack = limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN);
+        thread::Builder::new()
+            .name("runbyte-sandbox".to_owned())
+            .stack_size(stack)
+            .spawn(move || {
+                let done = out.clone();
+                let link = Link::new(
+                    Box::new(move |message| {
+                        let _ = out.send(message);
+                    }),
+                    inbox,
+                );
+                let (report, _) =
+                    engine::run(&program, limits, link, ModuleSource::Local(modules), flag);
+                let _ = done.send(FromEngine::Done { report });
+            })?;
+        Ok(EngineThread {
+            to_engine,
+            from_engine,
+            cancel,
+        })
+    }
+}
+
+/// Dropping the handle abandons the thread: it is told to stop at its next chance (its interrupt
+/// handler and event loop read the flag) and finishes on its own.
+impl Drop for EngineThread {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The connection to one engine.
+pub(crate) enum Conn {
+    Process(Box<WorkerProcess>),
+    Thread(EngineThread),
+}
+
+impl Conn {
+    async fn send(&mut self, message: ToEngine) -> io::Result<()> {
+        match self {
+            Conn::Process(worker) => worker.send(&message).await,
+            Conn::Thread(thread) => {
+                if let ToEngine::Cancel = message {
+                    thread.cancel.store(true, Ordering::Relaxed);
+                }
+                thread
+                    .to_engine
+                    .send(message)
+                    .map_err(|_| io::Error::other("the engine thread ended"))
+            }
+        }
+    }
+
+    async fn recv(&mut self) -> Option<Result<FromEngine, String>> {
+        match self {
+            Conn::Process(worker) => worker.recv().await,
+            Conn::Thread(thread) => thread.from_engine.recv().await.map(Ok),
+        }
+    }
+
+    /// Why the engine went away without a report.
+    async fn lost(&mut self) -> String {
+        match self {
+            Conn::Process(worker) => {
+                format!("the sandbox worker died ({})", worker.exit_status().await)
+            }
+            Conn::Thread(_) => "the sandbox engine thread ended without a result".to_owned(),
+        }
+    }
+}
+
+/// How an execution ended, seen from the host.
+pub(crate) enum Ending {
+    /// The engine reported.
+    Done(Report),
+    /// The host stopped it at the deadline plus grace (or grace after a cancellation).
+    Stopped(ErrorKind),
+    /// The engine died or broke the protocol; the message says how.
+    Lost(String),
+}
+
+/// What the host gathered along the way.
+#[derive(Default)]
+pub(crate) struct Gathered {
+    pub logs: Vec<LogLine>,
+    pub log_bytes: usize,
+    /// Console bytes over the host's budget (the engine drops first; this is a backstop).
+    pub host_dropped: usize,
+    /// The engine's latest running count of dropped bytes.
+    pub engine_dropped: usize,
+    pub calls: u32,
+    pub failed_calls: u32,
+}
+
+/// What one execution needs from the host.
+pub(crate) struct Job<'a> {
+    pub limits: &'a super::Limits,
+    pub modules: &'a Arc<dyn ModuleProvider>,
+    pub bridge: &'a Arc<dyn ToolBridge>,
+    pub cancel: &'a CancellationToken,
+    pub grace: Duration,
+}
+
+impl Job<'_> {
+    pub(crate) fn engine_limits(&self) -> EngineLimits {
+        EngineLimits {
+            timeout_ms: self.limits.timeout.as_millis().min(u64::MAX as u128) as u64,
+            memory_bytes: self.limits.memory_bytes,
+            stack_bytes: self.limits.stack_bytes,
+            max_output_bytes: self.limits.max_output_bytes,
+            max_tool_calls: self.limits.max_tool_calls,
+        }
+    }
+}
+
+/// Runs the execution over `conn` (already started for a thread; `start` is sent to a worker)
+/// until the engine reports, dies, or the host stops it.
+pub(crate) async fn drive(
+    conn: &mut Conn,
+    start: Option<ToEngine>,
+    job: &Job<'_>,
+    gathered: &mut Gathered,
+) -> Ending {
+    let started = Instant::now();
+    let deadline = started + job.limits.timeout;
+    let mut hard_stop = deadline + job.grace;
+    let mut stop_kind = ErrorKind::Timeout;
+    if let Some(start) = start
+        && let Err(error) = conn.send(start).await
+    {
+        return Ending::Lost(format!("cannot start the execution: {error}"));
+    }
+    let in_flight = Arc::new(Semaphore::new(job.limits.max_in_flight.max(1) as usize));
+    // Answers made off the loop (tool calls, module loads) come back through here.
+    let (reply_tx, mut replies) = mpsc::unbounded_channel::<ToEngine>();
+    let mut loads = JoinSet::new();
+    let mut calls = JoinSet::new();
+    let mut cancel_sent = false;
+    loop {
+        tokio::select! {
+            biased;
+            _ = job.cancel.cancelled(), if !cancel_sent => {
+                cancel_sent = true;
+                stop_kind = ErrorKind::Cancelled;
+                hard_stop = hard_stop.min(Instant::now() + job.grace);
+                let _ = conn.send(ToEngine::Cancel).await;
+            }
+            _ = tokio::time::sleep_until(hard_stop.into()) => {
+                return Ending::Stopped(stop_kind);
+            }
+            Some(reply) = replies.recv() => {
+                if let ToEngine::Reply { err: Some(_), .. } = &reply {
+                    gathered.failed_calls += 1;
+                }
+                if let Err(error) = conn.send(reply).await {
+                    return Ending::Lost(format!("{} ({error})", conn.lost().await));
+                }
+            }
+            message = conn.recv() => {
+                let message = match message {
+                    Some(Ok(message)) => message,
+                    Some(Err(error)) => return Ending::Lost(error),
+                    None => return Ending::Lost(conn.lost().await),
+                };
+                match message {
+                    FromEngine::Done { report } => return Ending::Done(report),
+                    FromEngine::Log { level, text } => {
+                        let bytes = text.len() + 1;
+                        if gathered.log_bytes + bytes <= job.limits.max_output_bytes {
+                            gathered.log_bytes += bytes;
+                            gathered.logs.push(LogLine { level, text });
+                        } else {
+                            gathered.host_dropped += bytes;
+                        }
+                    }
+                    FromEngine::Dropped { bytes } => gathered.engine_dropped = bytes,
+                    // The provider may compile a module on first use: off the async threads.
+                    FromEngine::Load { id, path } => {
+                        let (modules, replies) = (job.modules.clone(), reply_tx.clone());
+                        loads.spawn_blocking(move || {
+                            let source = modules.load(&path).map(|s| s.to_string());
+                            let _ = replies.send(ToEngine::Module { id, source });
+                        });
+                    }
+                    FromEngine::Paths { id } => {
+                        let (modules, replies) = (job.modules.clone(), reply_tx.clone());
+                        loads.spawn_blocking(move || {
+                            let _ = replies.send(ToEngine::PathList { id, paths: modules.paths() });
+                        });
+                    }
+                    FromEngine::Call { id, server, tool, arguments } => {
+                        gathered.calls += 1;
+                        let refusal = if gathered.calls > job.limits.max_tool_calls {
+                            Some(format!(
+                                "tool call budget exhausted: an execution may make at most {} tool calls",
+                                job.limits.max_tool_calls
+                            ))
+                        } else if Instant::now() >= deadline {
+                            Some(format!("{server}.{tool}: the execution's time is up; no more tool calls"))
+                        } else {
+                            None
+                        };
+                        match refusal {
+                            Some(refusal) => {
+                                let _ = reply_tx.send(ToEngine::Reply { id, ok: None, err: Some(refusal) });
+                            }
+                            None => {
+                                calls.spawn(call(
+                                    job.bridge.clone(),
+                                    in_flight.clone(),
+                                    reply_tx.clone(),
+                                    id,
+                                    server,
+                                    tool,
+                                    arguments,
+                                    job.limits.call_timeout,
+                                    deadline,
+                                ));
+                            }
+                        }
+                    }
+                    FromEngine::Ready { .. } => {}
+                }
+            }
+        }
+    }
+}
+
+/// One tool call: waits its turn among the calls in flight, then goes to the bridge bounded by
+/// min(call timeout, time left).
+#[allow(clippy::too_many_arguments)]
+async fn call(
+    bridge: Arc<dyn ToolBridge>,
+    in_flight: Arc<Semaphore>,
+    replies: mpsc::UnboundedSender<ToEngine>,
+    id: u64,
+    server: String,
+    tool: String,
+    arguments: Value,
+    call_timeout: Duration,
+    deadline: Instant,
+) {
+    // A call cut short by the execution's own deadline gets no reply: the engine's deadline
+    // (a little later than the host's) ends the execution as a timeout, which is what it is.
+    let Ok(Ok(_permit)) = tokio::time::timeout_at(deadline.into(), in_flight.acquire_owned()).await
+    else {
+        return;
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    let timeout = call_timeout.min(left);
+    if timeout.is_zero() {
+        return;
+    }
+    let request = ToolCall {
+        server: server.clone(),
+        tool: tool.clone(),
+        arguments,
+        timeout,
+    };
+    let (ok, err) = match tokio::time::timeout(timeout, bridge.call(request)).await {
+        Ok(Ok(value)) => (Some(value.to_string()), None),
+        Ok(Err(message)) => (None, Some(message)),
+        Err(_) if timeout < call_timeout => return,
+        Err(_) => (
+            None,
+            Some(format!(
+                "{server}.{tool} timed out after {}",
+                human_duration(timeout)
+            )),
+        ),
+    };
+    let _ = replies.send(ToEngine::Reply { id, ok, err });
+}

@@ -1,0 +1,507 @@
+//! The sandbox: the agent's TypeScript, transpiled with SWC, run in a fresh QuickJS runtime under
+//! hard limits, its tool calls routed through the host's bridge.
+//!
+//! The contract the rest of Runbyte relies on is in this file; the engine, the transpiler, the
+//! worker processes and the renderer live in the submodules:
+//!
+//! - `transpile`: TypeScript to JavaScript with SWC, with a map back to the source;
+//! - `engine`: one execution in QuickJS (module loader, console, timers, `callTool`, renderer);
+//! - `host`: the host's side of an execution (tool calls, budgets, the deadline's hard stop);
+//! - `pool`: admission (workers, queue, busy) and the warm worker processes;
+//! - `worker`: `runbyte worker`, the process an engine runs in; `protocol`: what they say.
+//!
+//! Where each limit is enforced:
+//!
+//! | limit | enforced by |
+//! |---|---|
+//! | `timeout` | the interrupt handler (keeps interrupting past the deadline, so `catch` cannot swallow it); the event loop's clock check between any two promise jobs and while waiting; the host's hard stop at deadline + grace (worker killed, thread abandoned) |
+//! | `memory_bytes` | QuickJS's allocator limit (`JS_SetMemoryLimit`); out of memory is reported as `Memory` |
+//! | `stack_bytes` | QuickJS's stack limit; the engine thread's stack is this plus 16 MiB |
+//! | `max_tool_calls` | `callTool` in the engine, and again in the host |
+//! | `max_in_flight` | a semaphore in the host; excess calls wait their turn |
+//! | `call_timeout` | the host, bounded by the time left (`ToolCall::timeout`) |
+//! | `max_output_bytes` | the engine's console budget (and the host's), the result's rendering budget, and the host's final trim of console lines so that result plus console fit |
+
+mod engine;
+mod host;
+mod pool;
+mod protocol;
+mod transpile;
+mod worker;
+
+#[cfg(test)]
+mod tests;
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+pub use transpile::{
+    MAX_CHAIN, MAX_NESTING, MAX_SOURCE_BYTES, TRANSPILE_STACK_BYTES, Transpiled, transpile,
+};
+pub use worker::worker_main;
+
+use host::{Conn, Ending, EngineThread, Gathered, Job};
+use pool::Pool;
+use protocol::ToEngine;
+
+/// How an execution is isolated from the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// A pool of `runbyte worker` processes, killed and replaced at the deadline plus a short
+    /// grace: nothing the program does can take the host down or outlive its deadline.
+    #[default]
+    Process,
+    /// A thread of the host process: cheaper, for trusted settings. A runaway built-in cannot be
+    /// stopped, only abandoned at the deadline (it runs on until it finishes or hits the memory
+    /// limit).
+    Thread,
+}
+
+/// The limits of one execution. Every default is written down here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time of the whole execution. Default 30 s.
+    pub timeout: Duration,
+    /// The QuickJS heap. Default 64 MiB.
+    pub memory_bytes: usize,
+    /// The QuickJS stack. Default 1 MiB.
+    pub stack_bytes: usize,
+    /// Tool calls per execution. Default 1,000.
+    pub max_tool_calls: u32,
+    /// Tool calls in flight at once; more wait their turn. Default 16.
+    pub max_in_flight: u32,
+    /// One tool call, further bounded by the time left. Default 30 s.
+    pub call_timeout: Duration,
+    /// Result plus console output handed back. Default 64 KiB.
+    pub max_output_bytes: usize,
+    /// Worker process or host thread. Default process.
+    pub isolation: Isolation,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(30),
+            memory_bytes: 64 << 20,
+            stack_bytes: 1 << 20,
+            max_tool_calls: 1000,
+            max_in_flight: 16,
+            call_timeout: Duration::from_secs(30),
+            max_output_bytes: 64 << 10,
+            isolation: Isolation::Process,
+        }
+    }
+}
+
+/// The modules a program may import: the virtual filesystem, already transpiled to JavaScript.
+pub trait ModuleProvider: Send + Sync {
+    /// The JavaScript of the module at an absolute VFS path (`/servers/demo/echo.ts`), or `None`
+    /// when there is no such module.
+    fn load(&self, path: &str) -> Option<Arc<str>>;
+    /// Every module path, for "no such module" errors that list what exists.
+    fn paths(&self) -> Vec<String>;
+    /// An identifier of this set of modules; it changes whenever any module does, so a worker
+    /// may cache modules per generation.
+    fn generation(&self) -> u64;
+}
+
+/// One tool call from a program, as the bridge receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The server's name as configured.
+    pub server: String,
+    /// The tool's original name.
+    pub tool: String,
+    /// Exactly the arguments the program passed, as JSON.
+    pub arguments: Value,
+    /// How long the call may take: the call timeout, bounded by the time the execution has left.
+    pub timeout: Duration,
+}
+
+/// Where tool calls go: the host's policy check and the Hub.
+pub trait ToolBridge: Send + Sync {
+    /// Makes one call. `Ok(value)` is what the program's `await` yields; `Err(message)` is thrown
+    /// in the program as an `Error` with that message.
+    fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>>;
+}
+
+/// One console line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// `log`, `info`, `warn`, `error` or `debug`.
+    pub level: String,
+    /// The formatted arguments.
+    pub text: String,
+}
+
+/// Why an execution produced no result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// The source does not parse (or is too large or too deeply nested to try).
+    Syntax,
+    /// An uncaught exception.
+    Runtime,
+    /// The wall-clock limit.
+    Timeout,
+    /// The memory limit.
+    Memory,
+    /// The stack limit.
+    Stack,
+    /// Another limit (tool calls, output).
+    Limit,
+    /// An import that does not resolve.
+    Module,
+    /// The client cancelled the execution.
+    Cancelled,
+    /// Every worker is busy and the queue is full.
+    Busy,
+    /// The worker process died (a QuickJS abort, a signal).
+    Crashed,
+}
+
+/// An execution's failure, pointing into the agent's own source where it can.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// The message, e.g. "TypeError: x is not a function".
+    pub message: String,
+    /// 1-based line and column in the agent's source, when known.
+    pub position: Option<(u32, u32)>,
+    /// The stack, mapped back to the agent's source, when there is one.
+    pub stack: Option<String>,
+}
+
+/// What an execution produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The result, rendered to JSON deterministically, or why there is none.
+    pub result: Result<Value, ExecError>,
+    /// The console output, in order (bounded; see `logs_dropped`).
+    pub logs: Vec<LogLine>,
+    /// Console bytes that did not fit and were dropped.
+    pub logs_dropped: usize,
+    /// Tool calls made.
+    pub calls: u32,
+    /// Tool calls that failed (rejected in the program).
+    pub failed_calls: u32,
+    /// Wall-clock time.
+    pub duration: Duration,
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.position {
+            Some((line, column)) => write!(f, "{} (line {line}, column {column})", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ExecError {}
+
+impl ExecError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ExecError {
+            kind,
+            message: message.into(),
+            position: None,
+            stack: None,
+        }
+    }
+}
+
+/// How the sandbox runs executions.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// The program started as a worker. Default: this process's own executable.
+    pub worker_exe: PathBuf,
+    /// Its arguments. Default: `["worker"]`.
+    pub worker_args: Vec<String>,
+    /// Executions running at once (in either isolation), and worker processes kept warm.
+    /// Default 2.
+    pub workers: usize,
+    /// Executions that may wait for a place before more are refused as busy. Default 128: a
+    /// burst from fifty clients at once waits its turn rather than being refused.
+    pub queue: usize,
+    /// How long past its deadline (or its cancellation) an execution may take to stop on its
+    /// own before its worker is killed or its thread abandoned. Default 500 ms.
+    pub grace: Duration,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        SandboxOptions {
+            worker_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("runbyte")),
+            worker_args: vec!["worker".to_owned()],
+            workers: 2,
+            queue: 128,
+            grace: Duration::from_millis(500),
+        }
+    }
+}
+
+/// One program to run.
+pub struct Execution {
+    /// The agent's TypeScript (a module: imports, top-level `await`). Its result is what a
+    /// top-level `exec` function returns (the original contract; it wins), else the value of
+    /// `export default` (called if it is a function, awaited if it is a promise), else `null`.
+    pub source: String,
+    /// Its limits.
+    pub limits: Limits,
+    /// The modules it may import.
+    pub modules: Arc<dyn ModuleProvider>,
+    /// Where its tool calls go.
+    pub bridge: Arc<dyn ToolBridge>,
+    /// Cancelled when the client gives up (`notifications/cancelled`).
+    pub cancel: CancellationToken,
+}
+
+/// Runs agents' programs. Cheap to create; share one behind an `Arc`.
+pub struct Sandbox {
+    pool: Arc<Pool>,
+}
+
+impl Sandbox {
+    /// A sandbox. Inside a tokio runtime its workers start in the background at once; otherwise
+    /// on first use.
+    pub fn new(options: SandboxOptions) -> Sandbox {
+        Sandbox {
+            pool: Pool::new(options),
+        }
+    }
+
+    /// Runs one program to its end. Never blocks the runtime's threads: transpiling happens on
+    /// a blocking thread, the engine in a worker process or on a thread of its own.
+    ///
+    /// The time limit counts from when the engine starts (after transpiling and any wait in the
+    /// queue); `duration` counts everything.
+    pub async fn execute(&self, execution: Execution) -> Outcome {
+        let started = std::time::Instant::now();
+        let span = tracing::info_span!(
+            "sandbox.execute",
+            isolation = ?execution.limits.isolation,
+            source_bytes = execution.source.len()
+        );
+        let mut outcome = self.run(execution).instrument(span).await;
+        outcome.duration = started.elapsed();
+        outcome
+    }
+
+    async fn run(&self, execution: Execution) -> Outcome {
+        let Execution {
+            source,
+            limits,
+            modules,
+            bridge,
+            cancel,
+        } = execution;
+        let limits = normalized(limits);
+        let transpiled = tokio::task::spawn_blocking(move || {
+            transpile::transpile_as(&source, engine::AGENT_MODULE, true)
+        })
+        .await;
+        let program = match transpiled {
+            Ok(Ok(program)) => program,
+            Ok(Err(error)) => return failed(error),
+            Err(error) => {
+                return failed(ExecError::new(
+                    ErrorKind::Syntax,
+                    format!("the transpiler failed: {error}"),
+                ));
+            }
+        };
+        if cancel.is_cancelled() {
+            return failed(ExecError::new(
+                ErrorKind::Cancelled,
+                "the execution was cancelled",
+            ));
+        }
+        let _permit = match self.pool.admit(&cancel).await {
+            Ok(permit) => permit,
+            Err(error) => return failed(error),
+        };
+        let job = Job {
+            limits: &limits,
+            modules: &modules,
+            bridge: &bridge,
+            cancel: &cancel,
+            grace: self.pool.options.grace,
+        };
+        let mut gathered = Gathered::default();
+        let ending = match limits.isolation {
+            Isolation::Process => self.run_in_worker(program, &job, &mut gathered).await,
+            Isolation::Thread => run_in_thread(program, &job, &mut gathered).await,
+        };
+        finish(ending, gathered, &limits)
+    }
+
+    async fn run_in_worker(
+        &self,
+        program: Transpiled,
+        job: &Job<'_>,
+        gathered: &mut Gathered,
+    ) -> Ending {
+        // A worker can die while idle (killed, out of host memory) and look alive until its
+        // pipe says otherwise. A run lost before it did anything observable (no tool call, no
+        // console output) is tried once more on a fresh worker: it had no effects to repeat.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let start = ToEngine::Run {
+                program: program.clone(),
+                limits: job.engine_limits(),
+                generation: job.modules.generation(),
+            };
+            let worker = match self.pool.checkout().await {
+                Ok(worker) => worker,
+                Err(error) => {
+                    self.pool.replace_in_background();
+                    return Ending::Lost(format!("cannot start a sandbox worker: {error}"));
+                }
+            };
+            let mut conn = Conn::Process(Box::new(worker));
+            let ending = host::drive(&mut conn, Some(start), job, gathered).await;
+            let Conn::Process(worker) = conn else {
+                return ending;
+            };
+            match &ending {
+                Ending::Done(_) => self.pool.checkin(*worker),
+                Ending::Stopped(_) | Ending::Lost(_) => {
+                    worker.kill().await;
+                    self.pool.replace_in_background();
+                }
+            }
+            let untouched = gathered.calls == 0 && gathered.logs.is_empty();
+            if matches!(ending, Ending::Lost(_))
+                && untouched
+                && attempts == 1
+                && !job.cancel.is_cancelled()
+            {
+                tracing::warn!(
+                    "a sandbox worker was lost before the program did anything; retrying once"
+                );
+                continue;
+            }
+            return ending;
+        }
+    }
+}
+
+/// Thread isolation: the engine on a host thread, abandoned (not stopped) if it overruns the
+/// deadline plus grace; it then runs on until QuickJS returns control (its interrupt handler
+/// fires at the next chance; a long built-in such as `Array.prototype.join` on a huge length
+/// finishes or hits the memory limit first). It keeps its memory until then.
+async fn run_in_thread(program: Transpiled, job: &Job<'_>, gathered: &mut Gathered) -> Ending {
+    let engine = match EngineThread::spawn(program, job.engine_limits(), job.modules.clone()) {
+        Ok(engine) => engine,
+        Err(error) => return Ending::Lost(format!("cannot start a sandbox thread: {error}")),
+    };
+    let mut conn = Conn::Thread(engine);
+    // Dropping the connection abandons the thread if it is still running.
+    host::drive(&mut conn, None, job, gathered).await
+}
+
+/// The longest timeout honoured: a day (a deadline must be a representable instant).
+const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// The QuickJS stack accepted: 64 KiB to 512 MiB (0 stands for the default, 1 MiB; without a
+/// limit QuickJS would overflow the native stack).
+const STACK_RANGE: (usize, usize) = (64 << 10, 512 << 20);
+
+/// Limits made safe to enforce: 0 memory or stack means the default, not "unlimited".
+fn normalized(mut limits: Limits) -> Limits {
+    let defaults = Limits::default();
+    limits.timeout = limits.timeout.min(MAX_TIMEOUT);
+    if limits.memory_bytes == 0 {
+        limits.memory_bytes = defaults.memory_bytes;
+    }
+    if limits.stack_bytes == 0 {
+        limits.stack_bytes = defaults.stack_bytes;
+    }
+    limits.stack_bytes = limits.stack_bytes.clamp(STACK_RANGE.0, STACK_RANGE.1);
+    limits.max_in_flight = limits.max_in_flight.max(1);
+    limits
+}
+
+fn failed(error: ExecError) -> Outcome {
+    Outcome {
+        result: Err(error),
+        logs: Vec::new(),
+        logs_dropped: 0,
+        calls: 0,
+        failed_calls: 0,
+        duration: Duration::ZERO,
+    }
+}
+
+/// The outcome from how the execution ended and what was gathered; console lines are trimmed
+/// from the end so that result plus console fit `max_output_bytes`.
+fn finish(ending: Ending, gathered: Gathered, limits: &Limits) -> Outcome {
+    let Gathered {
+        mut logs,
+        mut log_bytes,
+        host_dropped,
+        engine_dropped,
+        calls,
+        failed_calls,
+    } = gathered;
+    let (result, calls, failed_calls, engine_dropped) = match ending {
+        Ending::Done(report) => (
+            report.result,
+            report.calls,
+            report.failed_calls,
+            report.logs_dropped.max(engine_dropped),
+        ),
+        Ending::Stopped(ErrorKind::Cancelled) => (
+            Err(ExecError::new(
+                ErrorKind::Cancelled,
+                "the execution was cancelled",
+            )),
+            calls,
+            failed_calls,
+            engine_dropped,
+        ),
+        Ending::Stopped(kind) => (
+            Err(ExecError::new(
+                kind,
+                format!(
+                    "the execution exceeded its time limit of {} and was stopped",
+                    engine::human_duration(limits.timeout)
+                ),
+            )),
+            calls,
+            failed_calls,
+            engine_dropped,
+        ),
+        Ending::Lost(message) => (
+            Err(ExecError::new(ErrorKind::Crashed, message)),
+            calls,
+            failed_calls,
+            engine_dropped,
+        ),
+    };
+    let mut logs_dropped = host_dropped + engine_dropped;
+    if let Ok(value) = &result {
+        let result_bytes = value.to_string().len();
+        while log_bytes + result_bytes > limits.max_output_bytes {
+            let Some(line) = logs.pop() else {
+                break;
+            };
+            log_bytes -= line.text.len() + 1;
+            logs_dropped += line.text.len() + 1;
+        }
+    }
+    Outcome {
+        result,
+        logs,
+        logs_dropped,
+        calls,
+        failed_calls,
+        duration: Duration::ZERO,
+    }
+}

@@ -1,0 +1,108 @@
+//! What the host and an engine say to each other. Over a worker's pipes each message is one line
+//! of JSON; to an engine on a host thread the same values go through channels unserialized.
+//!
+//! ```text
+//! worker → host   {"t":"ready","version":1}                       once, after start
+//! host → worker   {"t":"run","program":{…},"limits":{…},"generation":7}
+//! worker → host   {"t":"load","id":1,"path":"/servers/demo/index.ts"}
+//! host → worker   {"t":"module","id":1,"source":"export * from './echo';"}   (null: no such module)
+//! worker → host   {"t":"paths","id":2}
+//! host → worker   {"t":"path_list","id":2,"paths":["/servers/index.ts", …]}
+//! worker → host   {"t":"call","id":3,"server":"demo","tool":"echo","arguments":{…}}
+//! host → worker   {"t":"reply","id":3,"ok":"{\"content\":[…]}"}   or   {"t":"reply","id":3,"err":"…"}
+//! worker → host   {"t":"log","level":"log","text":"hello"}
+//! worker → host   {"t":"dropped","bytes":123456}                  console bytes dropped so far
+//! host → worker   {"t":"cancel"}
+//! worker → host   {"t":"done","report":{…}}
+//! ```
+//!
+//! A reply carries the tool's result as JSON text, parsed by QuickJS itself, so that no depth
+//! limit of a JSON parser in between applies. The worker exits when its stdin closes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ExecError, Transpiled};
+
+/// Bumped whenever a message changes shape; a worker of another version is refused.
+pub(crate) const PROTOCOL_VERSION: u32 = 1;
+
+/// The limits an engine enforces itself (the bridge's limits are the host's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct EngineLimits {
+    /// The time the execution has, from when the engine starts.
+    pub timeout_ms: u64,
+    pub memory_bytes: usize,
+    pub stack_bytes: usize,
+    pub max_output_bytes: usize,
+    pub max_tool_calls: u32,
+}
+
+/// Host to engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub(crate) enum ToEngine {
+    Run {
+        program: Transpiled,
+        limits: EngineLimits,
+        /// The module provider's generation: a worker drops its module cache when it changes.
+        generation: u64,
+    },
+    Module {
+        id: u64,
+        source: Option<String>,
+    },
+    PathList {
+        id: u64,
+        paths: Vec<String>,
+    },
+    Reply {
+        id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ok: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        err: Option<String>,
+    },
+    Cancel,
+}
+
+/// Engine to host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub(crate) enum FromEngine {
+    Ready {
+        version: u32,
+    },
+    Load {
+        id: u64,
+        path: String,
+    },
+    Paths {
+        id: u64,
+    },
+    Call {
+        id: u64,
+        server: String,
+        tool: String,
+        arguments: Value,
+    },
+    Log {
+        level: String,
+        text: String,
+    },
+    Dropped {
+        bytes: usize,
+    },
+    Done {
+        report: Report,
+    },
+}
+
+/// How an execution ended, as the engine saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Report {
+    pub result: Result<Value, ExecError>,
+    pub calls: u32,
+    pub failed_calls: u32,
+    pub logs_dropped: usize,
+}

@@ -1,0 +1,253 @@
+#![allow(clippy::unwrap_used)]
+
+use super::{
+    ErrorKind, MAX_NESTING, MAX_SOURCE_BYTES,
+    engine::{human_bytes, human_duration},
+    transpile,
+    transpile::transpile_as,
+};
+
+#[test]
+fn strips_types_and_keeps_positions() {
+    let source = "interface Args { a: number }\n\
+                  const x: Args = { a: 1 };\n\
+                  \n\
+                  export async function exec(): Promise<number> {\n\
+                  \x20 return x.a as number;\n\
+                  }\n";
+    let out = transpile_as(source, "agent.ts", true).unwrap();
+    assert!(!out.code().contains("interface"), "{}", out.code());
+    assert!(!out.code().contains(": number"), "{}", out.code());
+    assert!(out.has_exec());
+    assert!(out.code().contains("__runbyte_exec"), "{}", out.code());
+    // `return` in the generated code maps to line 5 of the source.
+    let (line, text) = out
+        .code()
+        .split('\n')
+        .enumerate()
+        .find(|(_, l)| l.contains("return"))
+        .unwrap();
+    let column = text.find("return").unwrap() as u32 + 1;
+    assert_eq!(out.original_position(line as u32 + 1, column), Some((5, 3)));
+}
+
+#[test]
+fn plain_transpile_exports_nothing_extra() {
+    let out = transpile("async function exec() { return 1 }", "x.ts").unwrap();
+    assert!(out.has_exec());
+    assert!(!out.code().contains("__runbyte_exec"));
+}
+
+#[test]
+fn javascript_modules_pass() {
+    let source =
+        "/** @param {{a: number}} args */\nexport async function f(args) { return args.a < 2 }\n";
+    let out = transpile(source, "/servers/demo/f.js").unwrap();
+    assert!(
+        out.code().contains("export async function f"),
+        "{}",
+        out.code()
+    );
+}
+
+#[test]
+fn syntax_errors_carry_positions() {
+    let error = transpile("const a = 1;\nconst b: number = ;\n", "agent.ts").unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Syntax);
+    assert_eq!(error.position, Some((2, 19)), "{error:?}");
+}
+
+#[test]
+fn refuses_what_would_crash_the_parser() {
+    let deep = "(".repeat(100_000);
+    let error = transpile(&deep, "agent.ts").unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Syntax);
+    assert!(error.message.contains("256 levels"), "{}", error.message);
+    assert_eq!(error.position, Some((1, MAX_NESTING as u32 + 1)));
+
+    let ok = format!("const x = {}1{};", "(".repeat(200), ")".repeat(200));
+    transpile(&ok, "agent.ts").unwrap();
+
+    let big = "x".repeat(MAX_SOURCE_BYTES + 1);
+    assert!(
+        transpile(&big, "agent.ts")
+            .unwrap_err()
+            .message
+            .contains("1 MiB")
+    );
+
+    let chain = format!("const x = 1{};", " + 1".repeat(2_000));
+    let error = transpile(&chain, "agent.ts").unwrap_err();
+    assert!(error.message.contains("operators"), "{}", error.message);
+
+    // Brackets inside strings and comments do not count.
+    let quoted = format!(
+        "const s = \"{}\"; // {}\n",
+        "(".repeat(1000),
+        "[".repeat(1000)
+    );
+    transpile(&quoted, "agent.ts").unwrap();
+    let template = format!("const t = `{}${{1}}`;", "{".repeat(1000));
+    transpile(&template, "agent.ts").unwrap();
+}
+
+#[test]
+fn pathological_shapes_under_the_caps_do_not_crash() {
+    // Each just under the caps, each a deep tree: the large stack must carry it. Whether each
+    // is accepted or refused does not matter; that the process survives does.
+    let n = 1000;
+    let shapes = [
+        format!("const x = {}1;", "!".repeat(n)),
+        format!("const x = {}1;", "- ".repeat(n)),
+        format!("const x = {}1;", "typeof ".repeat(n)),
+        format!("const x = {}X;", "new ".repeat(n)),
+        format!("const x = {}1;", "await ".repeat(n)),
+        format!("const x = a{};", ".b".repeat(n)),
+        format!("const x = a{};", " in b".repeat(n)),
+        format!("const x = 1{};", " + 1".repeat(n)),
+        format!("const x = 1{};", " ** 1".repeat(n / 2)),
+        format!("const x = a{};", " as any".repeat(n)),
+        format!("const x = {}1{};", "[".repeat(256), "]".repeat(256)),
+        format!("let a; a = {}1;", "a = ".repeat(n)),
+        format!("const x = 1{};", " ? 1 : 1".repeat(n / 2)),
+        format!(
+            "type T = {}number{};",
+            "Array<".repeat(250),
+            ">".repeat(250)
+        ),
+        format!("type T = {}number;", "keyof ".repeat(n)),
+        "if (a) ".repeat(n) + ";",
+        "while (a) ".repeat(n) + ";",
+        "a: ".repeat(n) + ";",
+        "if (a) {} else ".repeat(n) + ";",
+        "if (a) x; else ".repeat(n) + ";",
+        format!(
+            "x = {}{}1{};",
+            "(".repeat(255),
+            "!".repeat(n - 300),
+            ")".repeat(255)
+        ),
+        format!("x = {}1{};", "({a: ".repeat(120), "})".repeat(120)),
+        "!\n".repeat(20_000) + "1",
+        "x\n.y".repeat(20_000),
+    ];
+    for shape in shapes {
+        let started = std::time::Instant::now();
+        let _ = transpile(&shape, "agent.ts");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?} took {:?}",
+            &shape[..20],
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn large_flat_sources_stay_linear() {
+    let fill = |unit: &str| unit.repeat((512 << 10) / unit.len());
+    let shapes = [
+        format!("const a = [{}1];", fill("1, ")),
+        format!("const o = {{ {}z: 1 }};", fill("a: 1, ")),
+        fill("x += 1;\n"),
+        fill("function f(a: number): number { return a * 2 + 1 }\n"),
+        (0..10_000)
+            .map(|i| format!("function f{i}(a: number): number {{ return a * 2 + 1 }}\n"))
+            .collect(),
+        format!("const s = \"{}\";", fill("abc")),
+        format!("const t = `{}`;", fill("${x}")),
+        fill("if (a) { b() } else { c() }\n"),
+        fill("if (a) { b() } else if (c) { d() } "),
+        fill("const v = await demo.echo({ message: `n=${i}` })\n"),
+    ];
+    for shape in shapes {
+        let started = std::time::Instant::now();
+        let result = transpile(&shape, "agent.ts");
+        assert!(result.is_ok(), "{:?}: {result:?}", &shape[..20]);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?} took {:?}",
+            &shape[..20],
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn ordinary_programs_without_semicolons_pass() {
+    let line = "const value = await demo.echo({ message: `n=${i}`, extra: a.b.c ?? d })\n";
+    let source = line.repeat(2000);
+    transpile(&source, "agent.ts").unwrap();
+    let functions = "export function f(a: A<B>, b: C): D<E> { return a.b + b.c }\n".repeat(2000);
+    transpile(&functions, "agent.ts").unwrap();
+    let object = format!(
+        "const config = {{ {} }};",
+        (0..5000)
+            .map(|i| format!("k{i}: {{ a: 1, b: [1, 2, 3], c: x.y }}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    transpile(&object, "agent.ts").unwrap();
+}
+
+#[test]
+fn units_read_well() {
+    assert_eq!(human_bytes(64 << 20), "64 MiB");
+    assert_eq!(human_bytes(64 << 10), "64 KiB");
+    assert_eq!(human_bytes(1000), "1000 bytes");
+    assert_eq!(human_duration(std::time::Duration::from_secs(30)), "30 s");
+    assert_eq!(
+        human_duration(std::time::Duration::from_millis(1500)),
+        "1.5 s"
+    );
+    assert_eq!(
+        human_duration(std::time::Duration::from_millis(250)),
+        "250 ms"
+    );
+}
+
+mod loader {
+    use crate::sandbox::engine::loader_for_tests::{candidates, closest, normalize};
+
+    #[test]
+    fn imports_normalize() {
+        assert_eq!(normalize("agent.ts", "./servers/demo"), "/servers/demo");
+        assert_eq!(normalize("agent.ts", "/servers/demo"), "/servers/demo");
+        assert_eq!(normalize("agent.ts", "servers/demo"), "/servers/demo");
+        assert_eq!(
+            normalize("/servers/demo/index.ts", "./echo"),
+            "/servers/demo/echo"
+        );
+        assert_eq!(
+            normalize("/servers/demo/index.ts", "../other/x.ts"),
+            "/servers/other/x.ts"
+        );
+        assert_eq!(normalize("agent.ts", "../../etc/passwd"), "/etc/passwd");
+    }
+
+    #[test]
+    fn candidates_cover_extensions_and_index() {
+        assert_eq!(
+            candidates("/servers/demo"),
+            [
+                "/servers/demo",
+                "/servers/demo.ts",
+                "/servers/demo.js",
+                "/servers/demo/index.ts",
+                "/servers/demo/index.js"
+            ]
+        );
+        assert_eq!(candidates("/a/b.js"), ["/a/b.js", "/a/b.ts"]);
+    }
+
+    #[test]
+    fn closest_finds_typos_only() {
+        let names = ["echo", "add_numbers", "get_weather"];
+        assert_eq!(closest("ech", names.into_iter()), Some("echo"));
+        assert_eq!(
+            closest("get_wether", names.into_iter()),
+            Some("get_weather")
+        );
+        assert_eq!(closest("completely_else", names.into_iter()), None);
+    }
+}

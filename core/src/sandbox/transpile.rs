@@ -1,0 +1,531 @@
+//! TypeScript to JavaScript with SWC, keeping a map from the generated code back to the source.
+//!
+//! SWC recurses over the syntax tree in every pass, and a stack overflow aborts the process, not
+//! the call. So before any parsing: the size is capped, a cheap scan refuses sources that nest too
+//! deeply or chain too many operators in one statement, and the work runs on a thread of its own
+//! with a large stack.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    thread,
+};
+
+use serde::{Deserialize, Serialize};
+use swc_core::{
+    common::{
+        BytePos, DUMMY_SP, FileName, GLOBALS, Globals, LineCol, Mark, SourceMap, Spanned, sync::Lrc,
+    },
+    ecma::{
+        ast::{
+            Decl, ExportNamedSpecifier, ExportSpecifier, Ident, Module, ModuleDecl,
+            ModuleExportName, ModuleItem, NamedExport, Pass, Pat, Program, Stmt,
+        },
+        codegen::{Emitter, text_writer::JsWriter},
+        parser::{EsSyntax, Parser, StringInput, Syntax, TsSyntax},
+        transforms::{
+            base::{fixer::fixer, resolver},
+            typescript::strip,
+        },
+    },
+};
+
+use super::{ErrorKind, ExecError};
+
+/// The largest source accepted: 1 MiB. An agent's program is a few kilobytes.
+pub const MAX_SOURCE_BYTES: usize = 1 << 20;
+/// The deepest bracket nesting accepted (`(`, `[`, `{`, template literals): 256 levels.
+pub const MAX_NESTING: usize = 256;
+/// The most operators (and operator-like words, and `else`s) accepted along one nesting path of
+/// a statement: 1,024. A chain such as `a + a + …`, `!!!…x` or `else if … else if …` is as deep
+/// a tree as nested brackets are, and SWC's TypeScript pass folds `const` initializers in time
+/// and memory quadratic in their depth (4,096 `+` took 1.5 GB).
+pub const MAX_CHAIN: usize = 1024;
+/// The stack of the thread that parses and transforms: 64 MiB (reserved, touched only as used).
+pub const TRANSPILE_STACK_BYTES: usize = 256 << 20;
+
+/// The name of the export through which the engine finds a program's top-level `exec`.
+pub(crate) const EXEC_EXPORT: &str = "__runbyte_exec";
+
+/// A transpiled module: the JavaScript, and the way back to the source's lines and columns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transpiled {
+    name: String,
+    code: String,
+    has_exec: bool,
+    /// Sorted by generated position: generated line (0-based), generated column (UTF-16,
+    /// 0-based), source line (1-based), source column (characters, 1-based).
+    map: Vec<[u32; 4]>,
+}
+
+impl Transpiled {
+    /// The module's name, as given to [`transpile`].
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The JavaScript.
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// Whether the source declares a top-level `exec` (the original Runbyte contract).
+    pub fn has_exec(&self) -> bool {
+        self.has_exec
+    }
+
+    /// The source position (1-based line, 1-based column in characters) of a position in the
+    /// generated code as QuickJS reports it (1-based line, 1-based column in UTF-8 bytes).
+    pub fn original_position(&self, line: u32, column: u32) -> Option<(u32, u32)> {
+        let line0 = line.checked_sub(1)?;
+        let text = self.code.split('\n').nth(line0 as usize)?;
+        let byte = (column.saturating_sub(1) as usize).min(text.len());
+        let prefix = text.get(..byte).unwrap_or(text);
+        let col16 = prefix.encode_utf16().count() as u32;
+        // The last mapping at or before the position; else the first one after it.
+        let index = self.map.partition_point(|m| (m[0], m[1]) <= (line0, col16));
+        let found = match index.checked_sub(1).map(|i| self.map[i]) {
+            Some(m) if m[0] == line0 => Some(m),
+            _ => self.map.get(index).filter(|m| m[0] == line0).copied(),
+        }
+        .or_else(|| index.checked_sub(1).map(|i| self.map[i]))?;
+        Some((found[2], found[3]))
+    }
+}
+
+/// Transpiles one module: TypeScript (or, for a `.js`/`.mjs` name, JavaScript) to JavaScript.
+///
+/// Refuses, as [`ErrorKind::Syntax`], a source over [`MAX_SOURCE_BYTES`], nested deeper than
+/// [`MAX_NESTING`], with more than [`MAX_CHAIN`] operators in one statement, or that does not
+/// parse; the error carries the line and column. Runs on a thread with a
+/// [`TRANSPILE_STACK_BYTES`] stack and blocks until it is done (about a millisecond for a few
+/// hundred lines): from async code, call it through `spawn_blocking`.
+pub fn transpile(source: &str, name: &str) -> Result<Transpiled, ExecError> {
+    transpile_as(source, name, false)
+}
+
+/// As [`transpile`]; `entry` marks the agent's own program, whose top-level `exec` is exported
+/// to the engine under [`EXEC_EXPORT`].
+pub(crate) fn transpile_as(source: &str, name: &str, entry: bool) -> Result<Transpiled, ExecError> {
+    check_shape(source)?;
+    let source = source.to_owned();
+    let name = name.to_owned();
+    let worker = thread::Builder::new()
+        .name("runbyte-transpile".to_owned())
+        .stack_size(TRANSPILE_STACK_BYTES)
+        .spawn(move || {
+            catch_unwind(AssertUnwindSafe(|| run(&source, &name, entry))).unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(syntax(
+                    format!("the transpiler failed on this source: {what}"),
+                    None,
+                ))
+            })
+        })
+        .map_err(|error| syntax(format!("cannot start the transpiler thread: {error}"), None))?;
+    worker.join().unwrap_or_else(|_| {
+        Err(syntax(
+            "the transpiler failed on this source".to_owned(),
+            None,
+        ))
+    })
+}
+
+fn syntax(message: String, position: Option<(u32, u32)>) -> ExecError {
+    ExecError {
+        kind: ErrorKind::Syntax,
+        message,
+        position,
+        stack: None,
+    }
+}
+
+/// Words that nest like an operator: each adds a level to the tree it prefixes or joins.
+const NESTING_WORDS: &[&str] = &[
+    "new",
+    "typeof",
+    "void",
+    "delete",
+    "await",
+    "yield",
+    "if",
+    "while",
+    "for",
+    "with",
+    "do",
+    "in",
+    "instanceof",
+    "keyof",
+    "infer",
+    "readonly",
+    "unique",
+    "asserts",
+    "is",
+    "as",
+    "satisfies",
+    "extends",
+];
+
+/// Words that may continue an expression on the next line (so a line break before them is not
+/// a statement boundary).
+const CONTINUING_WORDS: &[&str] = &[
+    "in",
+    "instanceof",
+    "as",
+    "satisfies",
+    "of",
+    "extends",
+    "implements",
+    "is",
+];
+
+/// The cheap scan before parsing: size, bracket nesting, and the "chain": operators and
+/// operator-like words along the current nesting path since the last statement boundary, plus
+/// the `else`s along the path (an `else if` chain is as deep as it is long). A statement
+/// boundary is a `;`, a word after a `}`, or a line break between a complete token and a word
+/// (what automatic semicolon insertion splits); a `,` restarts the chain of the list it separates. Strings and
+/// comments are skipped; template literals nest.
+pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(syntax(
+            format!(
+                "the source is {} bytes; the limit is {} bytes (1 MiB)",
+                source.len(),
+                MAX_SOURCE_BYTES
+            ),
+            None,
+        ));
+    }
+    let bytes = source.as_bytes();
+    // Open brackets; for `{` and `${`, the chain and `else` count to restore at the `}`.
+    let mut stack: Vec<(u8, usize, usize)> = Vec::new();
+    let (mut chain, mut elses) = (0usize, 0usize);
+    let (mut line, mut line_start) = (1u32, 0usize);
+    // The last significant byte, and whether a line break came after it.
+    let (mut last, mut broke) = (b';', false);
+    let mut i = 0;
+    let block_base = |stack: &[(u8, usize, usize)]| {
+        stack
+            .iter()
+            .rev()
+            .find(|(b, _, _)| *b == b'{' || *b == b'$')
+            .map_or((0, 0), |(_, chain, elses)| (*chain, *elses))
+    };
+    let position = |i: usize, line: u32, line_start: usize| {
+        let column = source
+            .get(line_start..i)
+            .map_or(1, |s| s.chars().count() as u32 + 1);
+        Some((line, column))
+    };
+    let too_long = |at| {
+        syntax(
+            format!(
+                "the source chains more than {MAX_CHAIN} operators in one nested statement; \
+                 split it into several statements"
+            ),
+            at,
+        )
+    };
+    while i < bytes.len() {
+        let c = bytes[i];
+        let next = bytes.get(i + 1).copied();
+        if c == b'\n' {
+            line += 1;
+            line_start = i + 1;
+            broke = true;
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if stack.last().is_some_and(|(b, _, _)| *b == b'`') {
+            match c {
+                b'\\' => i += 1,
+                b'`' => {
+                    stack.pop();
+                }
+                b'$' if next == Some(b'{') => {
+                    stack.push((b'$', chain, elses));
+                    i += 1;
+                }
+                _ => {}
+            }
+            (last, broke) = (b'`', false);
+            i += 1;
+            if stack.len() > MAX_NESTING {
+                return Err(too_deep(position(i, line, line_start)));
+            }
+            continue;
+        }
+        match c {
+            b'\'' | b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != c && bytes[i] != b'\n' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if next == Some(b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if next == Some(b'*') => {
+                i += 2;
+                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
+                    if bytes[i] == b'\n' {
+                        line += 1;
+                        line_start = i + 1;
+                        broke = true;
+                    }
+                    i += 1;
+                }
+                i += 2;
+                continue;
+            }
+            b'(' | b'[' | b'{' | b'`' => {
+                stack.push((c, chain, elses));
+                if stack.len() > MAX_NESTING {
+                    return Err(too_deep(position(i, line, line_start)));
+                }
+            }
+            b')' | b']' => {
+                stack.pop();
+            }
+            b'}' => {
+                if let Some((_, saved_chain, saved_elses)) = stack.pop() {
+                    chain = saved_chain;
+                    elses = saved_elses;
+                }
+            }
+            b';' => chain = block_base(&stack).0,
+            // Elements of a list are siblings: the chain restarts from where the list opened.
+            b',' => chain = stack.last().map_or(0, |(_, saved, _)| *saved),
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'!' | b'~' | b'?' | b':'
+            | b'=' | b'<' | b'>' | b'.' | b'@' => {
+                chain += 1;
+                if chain + elses > MAX_CHAIN {
+                    return Err(too_long(position(i, line, line_start)));
+                }
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' => {
+                let start = i;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'$')
+                {
+                    i += 1;
+                }
+                let word = &source[start..i];
+                let complete = last.is_ascii_alphanumeric()
+                    || matches!(last, b'_' | b'$' | b')' | b']' | b'}' | b'\'' | b'"' | b'`');
+                let starts_statement = matches!(last, b';' | b'}') || (broke && complete);
+                if starts_statement && !CONTINUING_WORDS.contains(&word) {
+                    let (base_chain, base_elses) = block_base(&stack);
+                    chain = base_chain;
+                    if word != "else" {
+                        elses = base_elses;
+                    }
+                }
+                last = b'a';
+                broke = false;
+                if word == "else" {
+                    elses += 1;
+                } else if NESTING_WORDS.contains(&word) {
+                    chain += 1;
+                }
+                if chain + elses > MAX_CHAIN {
+                    return Err(too_long(position(start, line, line_start)));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        last = c;
+        broke = false;
+        i += 1;
+    }
+    Ok(())
+}
+
+fn too_deep(position: Option<(u32, u32)>) -> ExecError {
+    syntax(
+        format!("the source nests brackets more than {MAX_NESTING} levels deep; flatten it"),
+        position,
+    )
+}
+
+/// Parse, strip types, fix parentheses, emit. No hygiene pass: stripping types introduces no
+/// names that could clash, and hygiene is quadratic in same-named declarations.
+fn run(source: &str, name: &str, entry: bool) -> Result<Transpiled, ExecError> {
+    let map: Lrc<SourceMap> = Lrc::default();
+    let file = map.new_source_file(Lrc::new(FileName::Anon), source.to_owned());
+    let lines = LineIndex::new(source, file.start_pos);
+    let javascript = name.ends_with(".js") || name.ends_with(".mjs");
+    let syntax_kind = if javascript {
+        Syntax::Es(EsSyntax::default())
+    } else {
+        Syntax::Typescript(TsSyntax::default())
+    };
+    GLOBALS.set(&Globals::new(), || {
+        let mut parser = Parser::new(syntax_kind, StringInput::from(&*file), None);
+        let parsed = parser.parse_module();
+        let module = match parsed {
+            Ok(module) => module,
+            Err(error) => {
+                return Err(syntax(
+                    format!("SyntaxError: {}", error.kind().msg()),
+                    lines.position(error.span().lo),
+                ));
+            }
+        };
+        if let Some(error) = parser.take_errors().into_iter().next() {
+            return Err(syntax(
+                format!("SyntaxError: {}", error.kind().msg()),
+                lines.position(error.span().lo),
+            ));
+        }
+        let unresolved = Mark::new();
+        let top_level = Mark::new();
+        let mut program = Program::Module(module);
+        resolver(unresolved, top_level, !javascript).process(&mut program);
+        strip(unresolved, top_level).process(&mut program);
+        fixer(None).process(&mut program);
+        let Program::Module(mut module) = program else {
+            return Err(syntax("the transpiler lost the module".to_owned(), None));
+        };
+        let exec = top_level_exec(&module);
+        if entry && let Some(exec) = &exec {
+            module.body.push(export_as(exec, EXEC_EXPORT));
+        }
+        let mut code = Vec::new();
+        let mut entries: Vec<(BytePos, LineCol)> = Vec::new();
+        {
+            let mut emitter = Emitter {
+                cfg: Default::default(),
+                cm: map.clone(),
+                comments: None,
+                wr: JsWriter::new(map.clone(), "\n", &mut code, Some(&mut entries)),
+            };
+            emitter
+                .emit_module(&module)
+                .map_err(|error| syntax(format!("cannot emit JavaScript: {error}"), None))?;
+        }
+        // Dropping a deep tree recurses too; it happens here, on the large stack.
+        drop(module);
+        let code = String::from_utf8(code)
+            .map_err(|_| syntax("the emitted JavaScript is not UTF-8".to_owned(), None))?;
+        let mut map: Vec<[u32; 4]> = entries
+            .into_iter()
+            .filter_map(|(pos, gen_pos)| {
+                let (line, column) = lines.position(pos)?;
+                Some([gen_pos.line, gen_pos.col, line, column])
+            })
+            .collect();
+        map.sort_unstable();
+        map.dedup_by(|b, a| a[0] == b[0] && a[1] == b[1]);
+        Ok(Transpiled {
+            name: name.to_owned(),
+            code,
+            has_exec: exec.is_some(),
+            map,
+        })
+    })
+}
+
+/// The binding of a top-level `exec`: a function, class or variable declaration, exported or not.
+fn top_level_exec(module: &Module) -> Option<Ident> {
+    module.body.iter().find_map(|item| {
+        let decl = match item {
+            ModuleItem::Stmt(Stmt::Decl(decl)) => decl,
+            ModuleItem::ModuleDecl(ModuleDecl::ExportDecl(export)) => &export.decl,
+            _ => return None,
+        };
+        match decl {
+            Decl::Fn(f) if f.ident.sym == "exec" => Some(f.ident.clone()),
+            Decl::Class(c) if c.ident.sym == "exec" => Some(c.ident.clone()),
+            Decl::Var(var) => var.decls.iter().find_map(|d| match &d.name {
+                Pat::Ident(binding) if binding.id.sym == "exec" => Some(binding.id.clone()),
+                _ => None,
+            }),
+            _ => None,
+        }
+    })
+}
+
+fn export_as(local: &Ident, exported: &str) -> ModuleItem {
+    ModuleItem::ModuleDecl(ModuleDecl::ExportNamed(NamedExport {
+        span: DUMMY_SP,
+        specifiers: vec![ExportSpecifier::Named(ExportNamedSpecifier {
+            span: DUMMY_SP,
+            orig: ModuleExportName::Ident(local.clone()),
+            exported: Some(ModuleExportName::Ident(Ident::new_no_ctxt(
+                exported.into(),
+                DUMMY_SP,
+            ))),
+            is_type_only: false,
+        })],
+        src: None,
+        type_only: false,
+        with: None,
+    }))
+}
+
+/// Byte positions of the one source file to 1-based lines and character columns.
+struct LineIndex<'a> {
+    source: &'a str,
+    start: u32,
+    line_starts: Vec<usize>,
+    /// For a source that is not ASCII: the characters before each byte offset.
+    chars_before: Option<Vec<u32>>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(source: &'a str, start: BytePos) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(
+            source
+                .bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        let chars_before = (!source.is_ascii()).then(|| {
+            let mut counts = Vec::with_capacity(source.len() + 1);
+            let mut chars = 0u32;
+            for byte in source.bytes() {
+                counts.push(chars);
+                // Count each character at its first byte (not a UTF-8 continuation byte).
+                if byte & 0xC0 != 0x80 {
+                    chars += 1;
+                }
+            }
+            counts.push(chars);
+            counts
+        });
+        LineIndex {
+            source,
+            start: start.0,
+            line_starts,
+            chars_before,
+        }
+    }
+
+    fn position(&self, pos: BytePos) -> Option<(u32, u32)> {
+        let offset = pos.0.checked_sub(self.start)? as usize;
+        if offset > self.source.len() {
+            return None;
+        }
+        let line = self.line_starts.partition_point(|&s| s <= offset);
+        let line_start = self.line_starts[line.checked_sub(1)?];
+        let column = match &self.chars_before {
+            None => (offset - line_start) as u32,
+            Some(counts) => counts.get(offset)? - counts.get(line_start)?,
+        };
+        Some((line as u32, column + 1))
+    }
+}

@@ -1,0 +1,445 @@
+//! The virtual filesystem the client explores: `/servers/index.ts`, `/servers/<server>/…`.
+//!
+//! A [`Snapshot`] is immutable; the codegen driver builds a new one when a server's tools change
+//! and swaps it in whole, so a reader never sees half a folder.
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    sync::{Arc, OnceLock, RwLock},
+};
+
+use crate::text;
+
+/// The root of everything the VFS serves.
+pub const ROOT: &str = "/servers";
+
+/// A path the VFS refuses or does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VfsError {
+    /// Outside `/servers`.
+    #[error("`{path}` is outside the virtual filesystem: every path lies under /servers")]
+    Outside { path: String },
+    /// No such file or folder.
+    #[error("`{path}` does not exist{hint}")]
+    NotFound { path: String, hint: String },
+    /// `read_file` on a folder.
+    #[error("`{path}` is a folder: use list_directory to see what it holds")]
+    IsFolder { path: String },
+    /// `list_directory` on a file.
+    #[error("`{path}` is a file: use read_file to read it")]
+    IsFile { path: String },
+}
+
+/// One generated file.
+pub struct File {
+    /// Its source, as the dialect wrote it.
+    pub content: Arc<str>,
+    /// Its JavaScript for the sandbox, made on first use (once per tool-list change).
+    pub compiled: OnceLock<Result<Arc<str>, String>>,
+}
+
+impl File {
+    /// A file with this content.
+    pub fn new(content: impl Into<Arc<str>>) -> Arc<File> {
+        Arc::new(File {
+            content: content.into(),
+            compiled: OnceLock::new(),
+        })
+    }
+}
+
+/// One tool, as `search_tools` and `list_directory` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolEntry {
+    /// The server's name.
+    pub server: String,
+    /// The tool's original name.
+    pub name: String,
+    /// The function's name in the generated module.
+    pub identifier: String,
+    /// The module's VFS path.
+    pub path: String,
+    /// One-line signature.
+    pub signature: String,
+    /// The description's first line.
+    pub summary: String,
+    /// The full description, lowercased, for ranking.
+    pub description: String,
+    /// The names of its top-level parameters.
+    pub params: Vec<String>,
+}
+
+/// Where a server stands, as its folder shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FolderStatus {
+    /// Generated from its tools.
+    Ready,
+    /// Not connected; the reason.
+    Down(String),
+}
+
+/// A server's folder.
+#[derive(Debug, Clone)]
+pub struct ServerFolder {
+    /// The server's name in `runbyte.toml`.
+    pub server: String,
+    /// The folder under `/servers`.
+    pub folder: String,
+    /// Ready or down.
+    pub status: FolderStatus,
+    /// Its tools.
+    pub tools: Vec<ToolEntry>,
+}
+
+/// One immutable state of the VFS.
+#[derive(Default)]
+pub struct Snapshot {
+    /// Increases with every change.
+    pub generation: u64,
+    /// Every file by absolute path.
+    pub files: BTreeMap<String, Arc<File>>,
+    /// Every server folder by folder name.
+    pub folders: BTreeMap<String, ServerFolder>,
+}
+
+impl Snapshot {
+    /// The folders directly under `dir` and the files in it.
+    fn children(&self, dir: &str) -> (Vec<String>, Vec<String>) {
+        let prefix = format!("{dir}/");
+        let mut folders = Vec::new();
+        let mut files = Vec::new();
+        for path in self.files.keys() {
+            let Some(rest) = path.strip_prefix(&prefix) else {
+                continue;
+            };
+            match rest.split_once('/') {
+                Some((folder, _)) => {
+                    if folders.last().is_none_or(|last: &String| last != folder)
+                        && !folders.iter().any(|f| f == folder)
+                    {
+                        folders.push(folder.to_owned());
+                    }
+                }
+                None => files.push(rest.to_owned()),
+            }
+        }
+        (folders, files)
+    }
+
+    fn is_dir(&self, path: &str) -> bool {
+        path == ROOT || path == "/" || {
+            let prefix = format!("{path}/");
+            self.files
+                .range(prefix.clone()..)
+                .next()
+                .is_some_and(|(p, _)| p.starts_with(&prefix))
+        }
+    }
+
+    fn not_found(&self, path: &str) -> VfsError {
+        let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let parent = if parent.is_empty() { "/" } else { parent };
+        let (folders, files) = if parent == "/" {
+            (vec!["servers".to_owned()], Vec::new())
+        } else {
+            self.children(parent)
+        };
+        let names: Vec<&str> = folders
+            .iter()
+            .chain(files.iter())
+            .map(String::as_str)
+            .collect();
+        let hint = match text::closest(name, names.iter().copied()) {
+            Some(close) => format!("; did you mean `{parent}/{close}`?").replace("//", "/"),
+            None if self.is_dir(parent) => format!("; {parent} holds: {}", names.join(", ")),
+            None => String::new(),
+        };
+        VfsError::NotFound {
+            path: path.to_owned(),
+            hint,
+        }
+    }
+
+    /// A file's content.
+    pub fn read(&self, path: &str) -> Result<Arc<str>, VfsError> {
+        let path = normalize(path)?;
+        if let Some(file) = self.files.get(&path) {
+            return Ok(file.content.clone());
+        }
+        if self.is_dir(&path) {
+            return Err(VfsError::IsFolder { path });
+        }
+        Err(self.not_found(&path))
+    }
+
+    /// A folder's listing, as text: one entry a line, folders with a trailing `/`. With
+    /// descriptions, each tool's file carries its summary and each server folder its status.
+    pub fn list(&self, path: &str, with_descriptions: bool) -> Result<String, VfsError> {
+        let path = normalize(path)?;
+        if path == "/" {
+            return Ok("/\nservers/\n".to_owned());
+        }
+        if self.files.contains_key(&path) {
+            return Err(VfsError::IsFile { path });
+        }
+        if !self.is_dir(&path) {
+            return Err(self.not_found(&path));
+        }
+        let (folders, files) = self.children(&path);
+        let mut out = format!("{path}\n");
+        let folder_of_path = path
+            .strip_prefix("/servers/")
+            .filter(|rest| !rest.contains('/'));
+        for folder in &folders {
+            let _ = write!(out, "{folder}/");
+            if path == ROOT
+                && let Some(server) = self.folders.get(folder)
+            {
+                match &server.status {
+                    FolderStatus::Ready if with_descriptions => {
+                        let _ = write!(
+                            out,
+                            "  ({} tools; server `{}`)",
+                            server.tools.len(),
+                            server.server
+                        );
+                    }
+                    FolderStatus::Ready => {}
+                    FolderStatus::Down(reason) => {
+                        let _ = write!(out, "  (unavailable: {})", first_line(reason));
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        let server = folder_of_path.and_then(|folder| self.folders.get(folder));
+        if let Some(ServerFolder {
+            status: FolderStatus::Down(reason),
+            server,
+            ..
+        }) = server
+        {
+            let _ = writeln!(
+                out,
+                "(server `{server}` is unavailable: {}; Runbyte retries it)",
+                first_line(reason)
+            );
+        }
+        for file in &files {
+            out.push_str(file);
+            let full = format!("{path}/{file}");
+            let tool = server.and_then(|s| s.tools.iter().find(|t| t.path == full));
+            if with_descriptions && let Some(tool) = tool {
+                let original = if tool.name != tool.identifier {
+                    format!("[tool `{}`] ", tool.name)
+                } else {
+                    String::new()
+                };
+                let _ = write!(out, "  {original}{}", tool.summary);
+            }
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    /// The tools best matching `query`, best first.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<(&ToolEntry, u32)> {
+        let all = words(query);
+        let meaningful: Vec<String> = all
+            .iter()
+            .filter(|w| !STOPWORDS.contains(&w.as_str()))
+            .cloned()
+            .collect();
+        let words = if meaningful.is_empty() {
+            all
+        } else {
+            meaningful
+        };
+        if words.is_empty() {
+            return Vec::new();
+        }
+        let mut hits: Vec<(&ToolEntry, u32)> = self
+            .folders
+            .values()
+            .flat_map(|folder| folder.tools.iter())
+            .filter_map(|tool| {
+                let score = score(tool, &words);
+                (score > 0).then_some((tool, score))
+            })
+            .collect();
+        hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.path.cmp(&b.0.path)));
+        hits.truncate(limit);
+        hits
+    }
+
+    /// The module paths, for "no such module" errors.
+    pub fn module_paths(&self) -> Vec<String> {
+        self.files.keys().cloned().collect()
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+/// Words too common to say anything about a tool.
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "by", "for", "from", "i", "in", "is", "it", "me", "my",
+    "of", "on", "or", "the", "to", "with",
+];
+
+/// Lowercased words of a name or text, split at non-alphanumerics and camelCase humps.
+pub fn words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && previous_lower && !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+            previous_lower = c.is_lowercase() || c.is_ascii_digit();
+            current.extend(c.to_lowercase());
+        } else {
+            previous_lower = false;
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+/// Ranks a tool against query words: a word in the tool's name counts most, then its
+/// parameters, its server and its description; a prefix or substring match counts less than a
+/// whole word.
+fn score(tool: &ToolEntry, query: &[String]) -> u32 {
+    let name = words(&tool.name);
+    let server = words(&tool.server);
+    let params: Vec<String> = tool.params.iter().flat_map(|p| words(p)).collect();
+    let description = words(&tool.description);
+    let mut total = 0;
+    for word in query {
+        let field = |field: &[String], whole: u32, partial: u32| {
+            if field.iter().any(|w| w == word) {
+                whole
+            } else if word.len() >= 3
+                && field.iter().any(|w| {
+                    w.starts_with(word.as_str()) || word.starts_with(w.as_str()) && w.len() >= 3
+                })
+            {
+                partial
+            } else {
+                0
+            }
+        };
+        let word_score = field(&name, 12, 6)
+            + field(&params, 4, 2)
+            + field(&server, 3, 1)
+            + field(&description, 3, 1);
+        total += word_score;
+    }
+    // Every query word matched somewhere: a strong hint the tool is the one.
+    if query.iter().all(|word| {
+        [&name, &params, &server, &description].iter().any(|field| {
+            field
+                .iter()
+                .any(|w| w == word || (word.len() >= 3 && w.starts_with(word.as_str())))
+        })
+    }) {
+        total += 5 * query.len() as u32;
+    }
+    total
+}
+
+/// Makes a VFS path absolute and canonical: `servers/demo`, `./servers/demo/`, `/servers/x/../demo`
+/// all become `/servers/demo`. A path that leaves `/servers` (other than `/` itself) is refused.
+pub fn normalize(path: &str) -> Result<String, VfsError> {
+    let trimmed = path.trim();
+    let mut parts: Vec<&str> = Vec::new();
+    for part in trimmed.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(VfsError::Outside {
+                        path: trimmed.to_owned(),
+                    });
+                }
+            }
+            part => parts.push(part),
+        }
+    }
+    if parts.is_empty() {
+        return Ok("/".to_owned());
+    }
+    if parts[0] != "servers" {
+        return Err(VfsError::Outside {
+            path: trimmed.to_owned(),
+        });
+    }
+    Ok(format!("/{}", parts.join("/")))
+}
+
+/// A snapshot's modules as the sandbox imports them: TypeScript transpiled on first use and
+/// kept with the file (so once per tool-list change), JavaScript as it is.
+pub struct Modules(pub Arc<Snapshot>);
+
+impl crate::sandbox::ModuleProvider for Modules {
+    fn load(&self, path: &str) -> Option<Arc<str>> {
+        let file = self.0.files.get(path)?;
+        let compiled = file.compiled.get_or_init(|| {
+            if !path.ends_with(".ts") {
+                return Ok(file.content.clone());
+            }
+            crate::sandbox::transpile(&file.content, path)
+                .map(|transpiled| Arc::from(transpiled.code()))
+                .map_err(|error| error.message)
+        });
+        Some(match compiled {
+            Ok(js) => js.clone(),
+            // A generated module that does not compile fails where it is imported, by name.
+            Err(message) => {
+                tracing::warn!(path, "a generated module does not compile: {message}");
+                let text = serde_json::to_string(&format!("{path} does not compile: {message}"))
+                    .unwrap_or_default();
+                Arc::from(format!("throw new Error({text});"))
+            }
+        })
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.0.module_paths()
+    }
+
+    fn generation(&self) -> u64 {
+        self.0.generation
+    }
+}
+
+/// The shared, swappable VFS.
+#[derive(Default)]
+pub struct Vfs {
+    current: RwLock<Arc<Snapshot>>,
+}
+
+impl Vfs {
+    /// The current snapshot; readers keep it as long as they need it.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.read().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Replaces the whole snapshot at once.
+    pub fn swap(&self, snapshot: Snapshot) {
+        if let Ok(mut current) = self.current.write() {
+            *current = Arc::new(snapshot);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,164 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+fn entry(server: &str, name: &str, description: &str, params: &[&str]) -> ToolEntry {
+    ToolEntry {
+        server: server.to_owned(),
+        name: name.to_owned(),
+        identifier: name.replace('-', "_"),
+        path: format!("/servers/{server}/{}.ts", name.replace('-', "_")),
+        signature: format!("{}(args)", name.replace('-', "_")),
+        summary: description.to_owned(),
+        description: description.to_lowercase(),
+        params: params.iter().map(|p| (*p).to_owned()).collect(),
+    }
+}
+
+fn snapshot() -> Snapshot {
+    let mut snapshot = Snapshot::default();
+    let tools = vec![
+        entry(
+            "demo",
+            "search_issues",
+            "Search the tracker's issues by text.",
+            &["query", "state"],
+        ),
+        entry(
+            "demo",
+            "get_weather",
+            "The current weather for a city.",
+            &["location", "units"],
+        ),
+        entry("demo", "add-numbers", "Add two numbers.", &["a", "b"]),
+    ];
+    for tool in &tools {
+        snapshot
+            .files
+            .insert(tool.path.clone(), File::new(format!("// {}", tool.name)));
+    }
+    snapshot.files.insert(
+        "/servers/demo/index.ts".into(),
+        File::new("export * from './search_issues';"),
+    );
+    snapshot.files.insert(
+        "/servers/index.ts".into(),
+        File::new("export * as demo from './demo/index';"),
+    );
+    snapshot.files.insert(
+        "/servers/down/index.ts".into(),
+        File::new("// unavailable\nexport {};"),
+    );
+    snapshot.folders.insert(
+        "demo".into(),
+        ServerFolder {
+            server: "demo".into(),
+            folder: "demo".into(),
+            status: FolderStatus::Ready,
+            tools,
+        },
+    );
+    snapshot.folders.insert(
+        "down".into(),
+        ServerFolder {
+            server: "down".into(),
+            folder: "down".into(),
+            status: FolderStatus::Down("exited with status 3".into()),
+            tools: Vec::new(),
+        },
+    );
+    snapshot
+}
+
+#[test]
+fn paths_normalise_and_nothing_outside_servers_is_reachable() {
+    assert_eq!(normalize("servers/demo").unwrap(), "/servers/demo");
+    assert_eq!(normalize("./servers/demo/").unwrap(), "/servers/demo");
+    assert_eq!(
+        normalize("/servers/x/../demo//echo.ts").unwrap(),
+        "/servers/demo/echo.ts"
+    );
+    assert_eq!(normalize("/").unwrap(), "/");
+    for outside in ["/etc/passwd", "/servers/../../etc", "../x", "/home"] {
+        let error = normalize(outside).unwrap_err();
+        assert!(matches!(error, VfsError::Outside { .. }), "{outside}");
+        assert!(error.to_string().contains("outside the virtual filesystem"));
+    }
+}
+
+#[test]
+fn listing_shows_folders_files_and_why_a_server_is_down() {
+    let snapshot = snapshot();
+    let root = snapshot.list("/servers", false).unwrap();
+    assert_eq!(
+        root,
+        "/servers\ndemo/\ndown/  (unavailable: exited with status 3)\nindex.ts\n"
+    );
+    let demo = snapshot.list("servers/demo", true).unwrap();
+    assert!(
+        demo.contains("search_issues.ts  Search the tracker's issues by text."),
+        "{demo}"
+    );
+    assert!(
+        demo.contains("add_numbers.ts  [tool `add-numbers`] Add two numbers."),
+        "{demo}"
+    );
+    let down = snapshot.list("/servers/down", false).unwrap();
+    assert!(
+        down.contains("server `down` is unavailable: exited with status 3"),
+        "{down}"
+    );
+    assert_eq!(snapshot.list("/", false).unwrap(), "/\nservers/\n");
+}
+
+#[test]
+fn reading_names_what_is_wrong() {
+    let snapshot = snapshot();
+    assert_eq!(
+        &*snapshot.read("/servers/demo/search_issues.ts").unwrap(),
+        "// search_issues"
+    );
+    assert!(matches!(
+        snapshot.read("/servers/demo").unwrap_err(),
+        VfsError::IsFolder { .. }
+    ));
+    assert!(matches!(
+        snapshot.list("/servers/index.ts", false).unwrap_err(),
+        VfsError::IsFile { .. }
+    ));
+    let error = snapshot
+        .read("/servers/demo/search_isues.ts")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("did you mean `/servers/demo/search_issues.ts`"),
+        "{error}"
+    );
+    let error = snapshot
+        .read("/servers/nothing/x.ts")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("does not exist"), "{error}");
+}
+
+#[test]
+fn search_ranks_names_over_parameters_over_descriptions() {
+    let snapshot = snapshot();
+    let hits = snapshot.search("weather", 10);
+    assert_eq!(hits[0].0.name, "get_weather");
+    let hits = snapshot.search("city temperature", 10);
+    assert_eq!(hits[0].0.name, "get_weather");
+    let hits = snapshot.search("sum numbers", 10);
+    assert_eq!(hits[0].0.name, "add-numbers");
+    let hits = snapshot.search("issues query", 1);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].0.name, "search_issues");
+    assert!(snapshot.search("zzz", 10).is_empty());
+}
+
+#[test]
+fn words_split_names_the_way_people_write_them() {
+    assert_eq!(words("searchIssues"), ["search", "issues"]);
+    assert_eq!(words("get_weather-now"), ["get", "weather", "now"]);
+    assert_eq!(words("HTTPServer2"), ["httpserver2"]);
+}

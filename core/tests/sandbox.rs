@@ -1,0 +1,1118 @@
+//! The sandbox end to end: real QuickJS, real `runbyte worker` processes, a small bridge that
+//! answers like a server (echoing, sleeping, failing, never answering).
+//!
+//! Run: `cargo test -p runbyte-core --test sandbox`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use futures::future::BoxFuture;
+use runbyte_core::sandbox::{
+    ErrorKind, Execution, Isolation, Limits, ModuleProvider, Outcome, Sandbox, SandboxOptions,
+    ToolBridge, ToolCall, transpile,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const BOTH: [Isolation; 2] = [Isolation::Process, Isolation::Thread];
+
+/// A tool wrapper as the TypeScript dialect generates it.
+fn wrapper(server: &str, tool: &str, function: &str) -> String {
+    format!(
+        "import {{ callTool }} from \"runbyte:bridge\";\n\
+         /** Calls tool \"{tool}\" of server \"{server}\". */\n\
+         export async function {function}(args: {function}Args): Promise<unknown> {{\n\
+         \x20 return (await callTool(\"{server}\", \"{tool}\", args)) as unknown;\n\
+         }}\n\
+         export interface {function}Args {{ [key: string]: unknown }}\n"
+    )
+}
+
+/// The VFS: generated modules, transpiled like the codegen driver does.
+struct Vfs {
+    files: Mutex<HashMap<String, Arc<str>>>,
+    generation: AtomicU64,
+}
+
+impl Vfs {
+    fn demo() -> Arc<Vfs> {
+        let tools = ["echo", "sleep", "fail", "never", "add_numbers"];
+        let mut sources: Vec<(String, String)> = tools
+            .iter()
+            .map(|tool| {
+                let name = if *tool == "add_numbers" {
+                    "add-numbers"
+                } else {
+                    tool
+                };
+                (
+                    format!("/servers/demo/{tool}.ts"),
+                    wrapper("demo", name, tool),
+                )
+            })
+            .collect();
+        let index: String = tools
+            .iter()
+            .map(|tool| format!("export * from './{tool}';\n"))
+            .collect();
+        sources.push(("/servers/demo/index.ts".to_owned(), index));
+        sources.push((
+            "/servers/github/index.ts".to_owned(),
+            "export * from './search';\n".to_owned(),
+        ));
+        sources.push((
+            "/servers/github/search.ts".to_owned(),
+            wrapper("github", "search", "search"),
+        ));
+        sources.push((
+            "/servers/index.ts".to_owned(),
+            "export * as demo from './demo/index';\nexport * as github from './github/index';\n"
+                .to_owned(),
+        ));
+        let files = sources
+            .into_iter()
+            .map(|(path, source)| {
+                let code = transpile(&source, &path).unwrap().code().to_owned();
+                (path, Arc::from(code))
+            })
+            .collect();
+        Arc::new(Vfs {
+            files: Mutex::new(files),
+            generation: AtomicU64::new(1),
+        })
+    }
+
+    fn put(&self, path: &str, source: &str) {
+        let code = transpile(source, path).unwrap().code().to_owned();
+        self.files
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), Arc::from(code));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl ModuleProvider for Vfs {
+    fn load(&self, path: &str) -> Option<Arc<str>> {
+        self.files.lock().unwrap().get(path).cloned()
+    }
+    fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self.files.lock().unwrap().keys().cloned().collect();
+        paths.sort();
+        paths
+    }
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+/// Answers like a server: `echo` returns its arguments, `sleep` waits `ms`, `fail` fails,
+/// `never` never answers, `add-numbers` adds.
+#[derive(Default)]
+struct Bridge {
+    calls: Mutex<Vec<ToolCall>>,
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+impl ToolBridge for Bridge {
+    fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>> {
+        self.calls.lock().unwrap().push(call.clone());
+        let (in_flight, peak) = (self.in_flight.clone(), self.peak.clone());
+        Box::pin(async move {
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            let result = match call.tool.as_str() {
+                "echo" | "search" => Ok(call.arguments.clone()),
+                "sleep" => {
+                    let ms = call.arguments["ms"].as_u64().unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok(json!({ "slept": ms }))
+                }
+                "fail" => Err(format!("{} failed on purpose", call.tool)),
+                "never" => futures::future::pending().await,
+                "add-numbers" => Ok(json!(
+                    call.arguments["a"].as_f64().unwrap_or(0.0)
+                        + call.arguments["b"].as_f64().unwrap_or(0.0)
+                )),
+                other => Err(format!("unknown tool {other}")),
+            };
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            result
+        })
+    }
+}
+
+fn options() -> SandboxOptions {
+    SandboxOptions {
+        worker_exe: env!("CARGO_BIN_EXE_runbyte").into(),
+        ..SandboxOptions::default()
+    }
+}
+
+struct Harness {
+    sandbox: Sandbox,
+    vfs: Arc<Vfs>,
+    bridge: Arc<Bridge>,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness::with(options())
+    }
+
+    fn with(options: SandboxOptions) -> Harness {
+        Harness {
+            sandbox: Sandbox::new(options),
+            vfs: Vfs::demo(),
+            bridge: Arc::new(Bridge::default()),
+        }
+    }
+
+    fn execution(&self, source: &str, limits: Limits) -> Execution {
+        Execution {
+            source: source.to_owned(),
+            limits,
+            modules: self.vfs.clone(),
+            bridge: self.bridge.clone(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    async fn run_with(&self, source: &str, limits: Limits) -> Outcome {
+        self.sandbox.execute(self.execution(source, limits)).await
+    }
+
+    async fn run(&self, source: &str, isolation: Isolation) -> Outcome {
+        self.run_with(source, limits(isolation)).await
+    }
+
+    /// After anything, the next execution must work normally.
+    async fn still_works(&self, isolation: Isolation) {
+        let outcome = self
+            .run(
+                "import { echo } from './servers/demo';\nexport default await echo({ ok: 1 });",
+                isolation,
+            )
+            .await;
+        assert_eq!(
+            outcome.result,
+            Ok(json!({ "ok": 1 })),
+            "{isolation:?}: {outcome:?}"
+        );
+    }
+}
+
+fn limits(isolation: Isolation) -> Limits {
+    Limits {
+        isolation,
+        ..Limits::default()
+    }
+}
+
+/// Short limits for programs that misbehave.
+fn tight(isolation: Isolation) -> Limits {
+    Limits {
+        timeout: Duration::from_secs(1),
+        isolation,
+        ..Limits::default()
+    }
+}
+
+fn value(outcome: &Outcome) -> &Value {
+    match &outcome.result {
+        Ok(value) => value,
+        Err(error) => panic!("expected a value, got {error:?} (logs: {:?})", outcome.logs),
+    }
+}
+
+fn error(outcome: &Outcome, kind: ErrorKind) -> &runbyte_core::sandbox::ExecError {
+    match &outcome.result {
+        Err(error) if error.kind == kind => error,
+        other => panic!("expected {kind:?}, got {other:?}"),
+    }
+}
+
+/// Within the deadline plus grace, with slack for a busy machine.
+fn promptly(outcome: &Outcome, limits: &Limits) {
+    let bound = limits.timeout + Duration::from_millis(500) + Duration::from_millis(1500);
+    assert!(
+        outcome.duration < bound,
+        "took {:?}, bound {bound:?}",
+        outcome.duration
+    );
+}
+
+mod imports {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn every_form_resolves() {
+        let h = Harness::new();
+        let forms = [
+            "import { echo } from './servers/demo'; export default await echo({ v: 1 });",
+            "import { echo } from '/servers/demo'; export default await echo({ v: 1 });",
+            "import { echo } from 'servers/demo'; export default await echo({ v: 1 });",
+            "import { echo } from './servers/demo/index'; export default await echo({ v: 1 });",
+            "import { echo } from './servers/demo/index.ts'; export default await echo({ v: 1 });",
+            "import { echo } from './servers/demo/echo'; export default await echo({ v: 1 });",
+            "import { echo } from './servers/demo/echo.ts'; export default await echo({ v: 1 });",
+            "import { echo } from './servers/demo/echo.js'; export default await echo({ v: 1 });",
+            "import { demo } from './servers'; export default await demo.echo({ v: 1 });",
+            "import * as s from '/servers/index.ts'; export default await s.demo.echo({ v: 1 });",
+            "import { callTool } from 'runbyte:bridge'; export default await callTool('demo', 'echo', { v: 1 });",
+            "const m = await import('./servers/demo'); export default await m.echo({ v: 1 });",
+        ];
+        for isolation in BOTH {
+            for form in forms {
+                let outcome = h.run(form, isolation).await;
+                assert_eq!(
+                    outcome.result,
+                    Ok(json!({ "v": 1 })),
+                    "{isolation:?} {form}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_missing_module_lists_what_exists() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let outcome = h
+                .run(
+                    "import { echo } from './servers/dmo';\nexport default await echo({});",
+                    isolation,
+                )
+                .await;
+            let e = error(&outcome, ErrorKind::Module);
+            assert!(e.message.contains("./servers/dmo"), "{e:?}");
+            assert!(e.message.contains("the servers are: demo, github"), "{e:?}");
+            assert!(e.message.contains("did you mean `/servers/demo`?"), "{e:?}");
+
+            let outcome = h
+                .run("import x from 'lodash';\nexport default x;", isolation)
+                .await;
+            let e = error(&outcome, ErrorKind::Module);
+            assert!(e.message.contains("`lodash`"), "{e:?}");
+            h.still_works(isolation).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_missing_export_lists_the_exports() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let source = "// a comment\nimport { ech } from './servers/demo';\nexport default await ech({});\n";
+            let outcome = h.run(source, isolation).await;
+            let e = error(&outcome, ErrorKind::Module);
+            assert!(e.message.contains("has no export `ech`"), "{e:?}");
+            assert!(
+                e.message.contains("add_numbers, echo, fail, never, sleep"),
+                "{e:?}"
+            );
+            assert!(e.message.contains("did you mean `echo`?"), "{e:?}");
+            assert_eq!(e.position.map(|p| p.0), Some(2), "{e:?}");
+            h.still_works(isolation).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_new_generation_is_seen_by_warm_workers() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            h.vfs
+                .put("/servers/demo/extra.ts", "export const answer: number = 1;");
+            let source = "import { answer } from './servers/demo/extra'; export default answer;";
+            assert_eq!(h.run(source, isolation).await.result, Ok(json!(1)));
+            h.vfs
+                .put("/servers/demo/extra.ts", "export const answer: number = 2;");
+            assert_eq!(h.run(source, isolation).await.result, Ok(json!(2)));
+        }
+    }
+}
+
+mod programs {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn exec_top_level_await_and_export_default() {
+        let h = Harness::new();
+        let cases = [
+            (
+                "import { add_numbers } from './servers/demo';\n\
+                 async function exec(): Promise<unknown> {\n  return await add_numbers({ a: 2, b: 3 });\n}\n",
+                json!(5),
+            ),
+            ("const exec = async () => 'arrow';", json!("arrow")),
+            (
+                "export async function exec() { return 'exported'; }",
+                json!("exported"),
+            ),
+            (
+                "import { echo } from './servers/demo';\nconst r = await echo({ x: 'tla' });\nexport default r;",
+                json!({ "x": "tla" }),
+            ),
+            (
+                "export default async function main() { return 42; }",
+                json!(42),
+            ),
+            ("export default Promise.resolve([1, 2]);", json!([1, 2])),
+            ("let x: number = 1; x += 1;", Value::Null),
+            (
+                "await new Promise<void>((resolve) => setTimeout(resolve, 20));\nexport default 'timer';",
+                json!("timer"),
+            ),
+        ];
+        for isolation in BOTH {
+            for (source, expected) in &cases {
+                let outcome = h.run(source, isolation).await;
+                assert_eq!(
+                    &outcome.result,
+                    &Ok(expected.clone()),
+                    "{isolation:?}: {source}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn results_render_deterministically() {
+        let h = Harness::new();
+        let source = r#"
+            const cyclic: any = { name: "c" };
+            cyclic.self = cyclic;
+            export default {
+              nan: NaN, inf: Infinity, ninf: -Infinity, big: 123n, neg0: -0, float: 1.5,
+              date: new Date(0),
+              map: new Map<string, number>([["a", 1]]),
+              set: new Set([1, 2]),
+              undef: undefined,
+              arr: [1, undefined, () => 1],
+              fn: function named() {},
+              sym: Symbol("s"),
+              err: new TypeError("bad"),
+              bytes: new Uint8Array([1, 2, 3]),
+              cyclic,
+              promise: Promise.resolve(1),
+              get computed() { return 7; },
+            };
+        "#;
+        for isolation in BOTH {
+            let outcome = h.run(source, isolation).await;
+            assert_eq!(
+                value(&outcome),
+                &json!({
+                    "nan": "NaN", "inf": "Infinity", "ninf": "-Infinity", "big": "123n",
+                    "neg0": 0, "float": 1.5,
+                    "date": "1970-01-01T00:00:00.000Z",
+                    "map": { "$map": [["a", 1]] },
+                    "set": { "$set": [1, 2] },
+                    "arr": [1, null, "[Function (anonymous)]"],
+                    "fn": "[Function named]",
+                    "sym": "Symbol(s)",
+                    "err": { "name": "TypeError", "message": "bad" },
+                    "bytes": [1, 2, 3],
+                    "cyclic": { "name": "c", "self": "[Circular]" },
+                    "promise": "[Promise]",
+                    "computed": 7,
+                }),
+                "{isolation:?}"
+            );
+            let deep = h
+                .run(
+                    "let v: any = 1; for (let i = 0; i < 500; i++) v = [v]; export default v;",
+                    isolation,
+                )
+                .await;
+            assert!(value(&deep).to_string().contains("[Too deep]"));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn console_is_captured_and_formatted() {
+        let h = Harness::new();
+        let source = "console.log('hello', 1, { a: [1, 2] });\n\
+                      console.warn(new Error('careful'));\n\
+                      console.error(undefined, null, 2n, Symbol('x'));\n\
+                      console.info('i'); console.debug('d');\n";
+        for isolation in BOTH {
+            let outcome = h.run(source, isolation).await;
+            let lines: Vec<(String, String)> = outcome
+                .logs
+                .iter()
+                .map(|l| (l.level.clone(), l.text.clone()))
+                .collect();
+            assert_eq!(
+                lines,
+                [
+                    ("log".into(), "hello 1 {\"a\":[1,2]}".into()),
+                    ("warn".into(), "Error: careful".into()),
+                    ("error".into(), "undefined null 2n Symbol(x)".into()),
+                    ("info".into(), "i".into()),
+                    ("debug".into(), "d".into()),
+                ],
+                "{isolation:?}"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn tool_failures_are_errors_the_program_can_catch() {
+        let h = Harness::new();
+        let source = "import { fail, echo } from './servers/demo';\n\
+                      let caught = '';\n\
+                      try { await fail({}); } catch (e) { caught = `${e instanceof Error}: ${(e as Error).message}`; }\n\
+                      export default { caught, after: await echo({ n: 1 }) };";
+        for isolation in BOTH {
+            let outcome = h.run(source, isolation).await;
+            assert_eq!(
+                value(&outcome),
+                &json!({ "caught": "true: fail failed on purpose", "after": { "n": 1 } })
+            );
+            assert_eq!((outcome.calls, outcome.failed_calls), (2, 1));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn waiting_on_nothing_is_an_error_not_a_hang() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let outcome = h.run("await new Promise(() => {});", isolation).await;
+            let e = error(&outcome, ErrorKind::Runtime);
+            assert!(e.message.contains("nothing will ever settle"), "{e:?}");
+            assert!(outcome.duration < Duration::from_secs(5));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn zero_limits_mean_the_defaults() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let limits = Limits {
+                stack_bytes: 0,
+                memory_bytes: 0,
+                max_in_flight: 0,
+                ..limits(isolation)
+            };
+            let outcome = h
+                .run_with(
+                    "function f(n: number): number { return f(n + 1); }
+f(0);",
+                    limits,
+                )
+                .await;
+            error(&outcome, ErrorKind::Stack);
+        }
+    }
+
+    #[test]
+    fn execute_is_send() {
+        fn send<T: Send>(_: &T) {}
+        let h = Harness::new();
+        let future = h
+            .sandbox
+            .execute(h.execution("1", limits(Isolation::Thread)));
+        send(&future);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn globals_are_only_the_builtins() {
+        let h = Harness::new();
+        let source = "export default ['require','process','std','os','fetch','performance','__runbyte_exec','callTool']\
+                      .filter((n) => n in globalThis);";
+        for isolation in BOTH {
+            assert_eq!(h.run(source, isolation).await.result, Ok(json!([])));
+        }
+    }
+}
+
+mod concurrency {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn ten_calls_run_at_once() {
+        let h = Harness::new();
+        let source = "import { sleep } from './servers/demo';\n\
+                      const started = Date.now();\n\
+                      const all = await Promise.all(Array.from({ length: 10 }, () => sleep({ ms: 100 })));\n\
+                      export default { n: all.length, ms: Date.now() - started };";
+        for isolation in BOTH {
+            h.bridge.peak.store(0, Ordering::SeqCst);
+            let outcome = h.run(source, isolation).await;
+            let ms = value(&outcome)["ms"].as_u64().unwrap();
+            assert!(ms < 300, "{isolation:?}: 10 × 100 ms took {ms} ms");
+            assert_eq!(h.bridge.peak.load(Ordering::SeqCst), 10);
+            assert_eq!(outcome.calls, 10);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn calls_beyond_max_in_flight_wait_their_turn() {
+        let h = Harness::new();
+        let source = "import { sleep } from './servers/demo';\n\
+                      export default (await Promise.all(Array.from({ length: 9 }, () => sleep({ ms: 50 })))).length;";
+        for isolation in BOTH {
+            h.bridge.peak.store(0, Ordering::SeqCst);
+            let limits = Limits {
+                max_in_flight: 3,
+                ..limits(isolation)
+            };
+            let outcome = h.run_with(source, limits).await;
+            assert_eq!(outcome.result, Ok(json!(9)));
+            assert_eq!(h.bridge.peak.load(Ordering::SeqCst), 3);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn busy_when_pool_and_queue_are_full() {
+        let h = Harness::with(SandboxOptions {
+            workers: 1,
+            queue: 1,
+            ..options()
+        });
+        let slow =
+            "import { sleep } from './servers/demo'; export default await sleep({ ms: 600 });";
+        let (a, b, c) = tokio::join!(
+            h.run(slow, Isolation::Process),
+            async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                h.run(slow, Isolation::Process).await
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                h.run(slow, Isolation::Process).await
+            },
+        );
+        assert_eq!(a.result, Ok(json!({ "slept": 600 })));
+        assert_eq!(b.result, Ok(json!({ "slept": 600 })));
+        let e = error(&c, ErrorKind::Busy);
+        assert_eq!(
+            e.message,
+            "all 1 sandbox workers are busy and 1 executions are queued; try again"
+        );
+    }
+}
+
+mod positions {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn syntax_errors_point_into_the_source() {
+        let h = Harness::new();
+        let source =
+            "interface A { x: number }\nconst a: A = { x: 1 };\nconst b: number = a.x +;\n";
+        for isolation in BOTH {
+            let e = error(&h.run(source, isolation).await, ErrorKind::Syntax).clone();
+            assert_eq!(e.position, Some((3, 24)), "{e:?}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn runtime_errors_point_into_the_typescript_source() {
+        let h = Harness::new();
+        let source = "interface Point {\n  x: number;\n  y: number;\n}\n\
+                      type Maybe<T> = T | undefined;\n\
+                      function boom(p: Point, extra: Maybe<string>): number {\n\
+                      \x20 const v: any = extra as unknown as any;\n\
+                      \x20 return v.missing.deep + p.x;\n\
+                      }\n\
+                      async function exec(): Promise<number> {\n\
+                      \x20 const p: Point = { x: 1, y: 2 };\n\
+                      \x20 return boom(p, undefined);\n\
+                      }\n";
+        for isolation in BOTH {
+            let outcome = h.run(source, isolation).await;
+            let e = error(&outcome, ErrorKind::Runtime);
+            assert!(e.message.starts_with("TypeError:"), "{e:?}");
+            assert_eq!(e.position.map(|p| p.0), Some(8), "{e:?}");
+            let stack = e.stack.as_deref().unwrap();
+            assert!(stack.contains("boom (agent.ts:8:"), "{stack}");
+            assert!(stack.contains("exec (agent.ts:12:"), "{stack}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn thrown_values_read_well() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let e = error(
+                &h.run("throw 'plain';", isolation).await,
+                ErrorKind::Runtime,
+            )
+            .clone();
+            assert_eq!(e.message, "Uncaught \"plain\"");
+            let e = error(
+                &h.run("throw { code: 42 };", isolation).await,
+                ErrorKind::Runtime,
+            )
+            .clone();
+            assert_eq!(e.message, "Uncaught {\"code\":42}");
+            let e = error(
+                &h.run(
+                    "class MyError extends Error { name = 'MyError' }\nthrow new MyError('x');",
+                    isolation,
+                )
+                .await,
+                ErrorKind::Runtime,
+            )
+            .clone();
+            assert_eq!(e.message, "MyError: x");
+            // The error was made in the constructor (line 1), thrown from line 2.
+            assert_eq!(e.position.map(|p| p.0), Some(1));
+            assert!(e.stack.as_deref().unwrap().contains("agent.ts:2:"), "{e:?}");
+        }
+    }
+}
+
+mod adversarial {
+    use super::*;
+
+    async fn stops(h: &Harness, source: &str, isolation: Isolation, kind: ErrorKind) -> Outcome {
+        let limits = tight(isolation);
+        let outcome = h.run_with(source, limits.clone()).await;
+        error(&outcome, kind);
+        promptly(&outcome, &limits);
+        h.still_works(isolation).await;
+        outcome
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn loops_end_at_the_deadline() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let source =
+                "function spin(): void {\n  let i = 0;\n  while (true) { i++; }\n}\nspin();";
+            let outcome = stops(&h, source, isolation, ErrorKind::Timeout).await;
+            let e = outcome.result.unwrap_err();
+            assert!(e.message.contains("time limit of 1 s"), "{e:?}");
+            // Where it was when stopped.
+            assert!(
+                e.stack
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("spin (agent.ts:"),
+                "{e:?}"
+            );
+            stops(
+                &h,
+                "for (;;) { try { for (;;) {} } catch (e) { for (;;) {} } finally { for (;;) {} } }",
+                isolation,
+                ErrorKind::Timeout,
+            )
+            .await;
+            stops(&h, "for (;;) await null;", isolation, ErrorKind::Timeout).await;
+            stops(
+                &h,
+                "export default /(a+)+b/.test('a'.repeat(40));",
+                isolation,
+                ErrorKind::Timeout,
+            )
+            .await;
+            // A promise chain that never ends grows too: the clock or the memory limit stops it.
+            let limits = tight(isolation);
+            let outcome = h
+                .run_with(
+                    "const spin = (): Promise<void> => Promise.resolve().then(spin); await spin();",
+                    limits.clone(),
+                )
+                .await;
+            assert!(
+                matches!(&outcome.result, Err(e) if matches!(e.kind, ErrorKind::Timeout | ErrorKind::Memory)),
+                "{outcome:?}"
+            );
+            promptly(&outcome, &limits);
+            h.still_works(isolation).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn builtins_that_never_poll_are_stopped_from_outside() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            stops(
+                &h,
+                "const a = new Array(2 ** 28); export default a.join('x').length;",
+                isolation,
+                ErrorKind::Timeout,
+            )
+            .await;
+            let outcome = h
+                .run_with(
+                    "export default (new Array(1e9) + '').length;",
+                    tight(isolation),
+                )
+                .await;
+            // Either the clock or the memory limit ends it, promptly either way.
+            assert!(
+                matches!(&outcome.result, Err(e) if matches!(e.kind, ErrorKind::Timeout | ErrorKind::Memory)),
+                "{outcome:?}"
+            );
+            promptly(&outcome, &tight(isolation));
+            h.still_works(isolation).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn memory_and_stack_limits() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let outcome = stops(
+                &h,
+                "const keep: unknown[] = [];\nfor (let i = 0; ; i++) keep.push(new Float64Array(1 << 20));",
+                isolation,
+                ErrorKind::Memory,
+            )
+            .await;
+            assert_eq!(
+                outcome.result.unwrap_err().message,
+                "memory limit exceeded (64 MiB)"
+            );
+            stops(
+                &h,
+                "const a: number[][] = []; while (true) a.push(new Array(1e6).fill(1));",
+                isolation,
+                ErrorKind::Memory,
+            )
+            .await;
+            stops(
+                &h,
+                "const a: string[][] = []; while (true) a.push('xy'.repeat(1 << 19).split(''));",
+                isolation,
+                ErrorKind::Memory,
+            )
+            .await;
+            let outcome = stops(
+                &h,
+                "function f(n: number): number { return f(n + 1) + 1; }\nf(0);",
+                isolation,
+                ErrorKind::Stack,
+            )
+            .await;
+            assert_eq!(outcome.result.unwrap_err().position.map(|p| p.0), Some(1));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_call_budget_holds() {
+        let h = Harness::new();
+        let source = "import { echo } from './servers/demo';\n\
+                      let ok = 0, refused = '';\n\
+                      for (let i = 0; i < 3000; i++) {\n\
+                      \x20 try { await echo({ i }); ok++; } catch (e) { refused = (e as Error).message; }\n\
+                      }\n\
+                      export default { ok, refused };";
+        for isolation in BOTH {
+            let limits = Limits {
+                timeout: Duration::from_secs(20),
+                ..limits(isolation)
+            };
+            let outcome = h.run_with(source, limits).await;
+            let v = value(&outcome);
+            assert_eq!(v["ok"], json!(1000));
+            assert!(
+                v["refused"]
+                    .as_str()
+                    .unwrap()
+                    .contains("at most 1000 tool calls"),
+                "{v}"
+            );
+            assert_eq!((outcome.calls, outcome.failed_calls), (3000, 2000));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_call_that_never_returns_ends_at_the_deadline() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            stops(
+                &h,
+                "import { never } from './servers/demo'; await never({});",
+                isolation,
+                ErrorKind::Timeout,
+            )
+            .await;
+            // A short call timeout rejects the call itself, which the program may handle.
+            let limits = Limits {
+                call_timeout: Duration::from_millis(200),
+                ..tight(isolation)
+            };
+            let outcome = h
+                .run_with(
+                    "import { never } from './servers/demo';\ntry { await never({}); } catch (e) { console.log((e as Error).message); }\nexport default 'went on';",
+                    limits,
+                )
+                .await;
+            assert_eq!(outcome.result, Ok(json!("went on")));
+            assert_eq!(outcome.logs[0].text, "demo.never timed out after 200 ms");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn prototype_pollution_changes_nothing_sent() {
+        let h = Harness::new();
+        let source = r#"
+            import { echo } from './servers/demo';
+            (Object.prototype as any).injected = 'evil';
+            Object.defineProperty(Object.prototype, 'also', { value: 1, enumerable: true });
+            (Object.prototype as any).toJSON = () => ({ hijacked: true });
+            (Array.prototype as any)[1] = 'hole-filler';
+            (Array.prototype as any).toJSON = () => 'array hijacked';
+            JSON.stringify = () => '{"hijacked":true}';
+            Object.keys = () => ['hijacked'];
+            Object.entries = () => [['hijacked', true]];
+            (Date.prototype as any).toISOString = () => 'hijacked';
+            (Date.prototype as any).toJSON = () => 'hijacked';
+            await echo({ a: 1, list: [1, , 3], when: new Date(0), nested: { b: 'x' } });
+            export default 'sent';
+        "#;
+        for isolation in BOTH {
+            h.bridge.calls.lock().unwrap().clear();
+            let outcome = h.run(source, isolation).await;
+            assert_eq!(outcome.result, Ok(json!("sent")), "{isolation:?}");
+            let calls = h.bridge.calls.lock().unwrap().clone();
+            assert_eq!(calls.len(), 1);
+            assert_eq!(
+                calls[0].arguments,
+                json!({ "a": 1, "list": [1, null, 3], "when": "1970-01-01T00:00:00.000Z", "nested": { "b": "x" } })
+            );
+            assert_eq!(
+                (calls[0].server.as_str(), calls[0].tool.as_str()),
+                ("demo", "echo")
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn hostile_arguments_are_refused_by_name() {
+        let h = Harness::new();
+        let cases = [
+            (
+                "const a: any = { b: {} }; a.b.c = a;",
+                "argument `b.c` refers back to the arguments themselves (a cycle)",
+            ),
+            (
+                "const a: any = { b: { get c() { throw new Error('nope'); } } };",
+                "argument `b.c`: its getter threw Error: nope",
+            ),
+            (
+                "const a: any = { b: { big: 10n } };",
+                "argument `b.big` is a BigInt; tool arguments must be JSON",
+            ),
+            (
+                "const a: any = { f: () => 1 };",
+                "argument `f` is a function; tool arguments must be JSON",
+            ),
+            (
+                "const a: any = { s: Symbol('x') };",
+                "argument `s` is a symbol; tool arguments must be JSON",
+            ),
+            (
+                "const a: any = { n: NaN };",
+                "argument `n` is NaN, which JSON cannot carry",
+            ),
+            (
+                "const a: any = { p: Promise.resolve(1) };",
+                "argument `p` is a Promise (a missing `await`?)",
+            ),
+            (
+                "const a: any = { list: [1, new Map()] };",
+                "argument `list[1]` is a Map",
+            ),
+            (
+                "const a: any = { 'odd key': { x: 1n } };",
+                "argument `[\"odd key\"].x` is a BigInt",
+            ),
+            (
+                "const a: any = 'text';",
+                "the arguments must be an object, not a string",
+            ),
+            (
+                "let a: any = {}; for (let i = 0; i < 100; i++) a = { a };",
+                "nests deeper than 64 levels",
+            ),
+        ];
+        for isolation in BOTH {
+            h.bridge.calls.lock().unwrap().clear();
+            for (setup, expected) in cases {
+                let source =
+                    format!("import {{ echo }} from './servers/demo';\n{setup}\nawait echo(a);");
+                let outcome = h.run(&source, isolation).await;
+                let e = error(&outcome, ErrorKind::Runtime);
+                assert!(
+                    e.message.contains(expected),
+                    "{isolation:?}: {} ⟶ {}",
+                    setup,
+                    e.message
+                );
+                assert!(e.message.starts_with("Error: demo.echo: "), "{}", e.message);
+            }
+            assert!(
+                h.bridge.calls.lock().unwrap().is_empty(),
+                "nothing hostile was sent"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn console_floods_are_bounded() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let outcome = stops(
+                &h,
+                "for (;;) console.log('flood '.repeat(100));",
+                isolation,
+                ErrorKind::Timeout,
+            )
+            .await;
+            let kept: usize = outcome.logs.iter().map(|l| l.text.len() + 1).sum();
+            assert!(kept <= 64 << 10, "{kept}");
+            assert!(
+                outcome.logs_dropped > 1 << 20,
+                "dropped {}",
+                outcome.logs_dropped
+            );
+            // Result plus console fit the output limit: the console yields to the result.
+            let outcome = h
+                .run(
+                    "for (let i = 0; i < 2000; i++) console.log('line ' + i);\nexport default 'r'.repeat(60000);",
+                    isolation,
+                )
+                .await;
+            let kept: usize = outcome.logs.iter().map(|l| l.text.len() + 1).sum();
+            assert!(kept + 60002 <= 64 << 10, "{kept}");
+            assert!(outcome.logs_dropped > 0);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_huge_result_is_a_clear_error() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let outcome = h
+                .run("export default Array.from({ length: 1e5 }, (_, i) => ({ i, s: 'x'.repeat(10) }));", isolation)
+                .await;
+            let e = error(&outcome, ErrorKind::Limit);
+            assert!(
+                e.message.contains("larger than the output limit of 64 KiB"),
+                "{e:?}"
+            );
+            h.still_works(isolation).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn deeply_nested_source_is_refused() {
+        let h = Harness::new();
+        for isolation in BOTH {
+            let outcome = h.run(&"(".repeat(100_000), isolation).await;
+            let e = error(&outcome, ErrorKind::Syntax);
+            assert!(
+                e.message.contains("nests brackets more than 256 levels"),
+                "{e:?}"
+            );
+            let outcome = h
+                .run(
+                    &format!("export default {}1;", "!".repeat(100_000)),
+                    isolation,
+                )
+                .await;
+            error(&outcome, ErrorKind::Syntax);
+            h.still_works(isolation).await;
+        }
+    }
+}
+
+mod lifecycle {
+    use super::*;
+
+    /// The pids of this process's workers carrying `label`.
+    fn workers_labelled(label: &str) -> Vec<i32> {
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if args.iter().any(|a| a == "worker") && args.iter().any(|a| a == label) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_killed_worker_is_a_crash_and_is_replaced() {
+        let label = format!("kill-test-{}", std::process::id());
+        let h = Harness::with(SandboxOptions {
+            worker_args: vec!["worker".to_owned(), label.clone()],
+            ..options()
+        });
+        h.still_works(Isolation::Process).await;
+        let run = h.run(
+            "import { sleep } from './servers/demo'; export default await sleep({ ms: 5000 });",
+            Isolation::Process,
+        );
+        let kill = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let pids = workers_labelled(&label);
+            assert!(!pids.is_empty());
+            for pid in pids {
+                std::process::Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status()
+                    .unwrap();
+            }
+        };
+        let (outcome, ()) = tokio::join!(run, kill);
+        let e = error(&outcome, ErrorKind::Crashed);
+        assert!(e.message.contains("the sandbox worker died"), "{e:?}");
+        assert!(
+            e.message.contains("SIGKILL") || e.message.contains("signal: 9"),
+            "{e:?}"
+        );
+        h.still_works(Isolation::Process).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn cancellation_stops_promptly() {
+        let h = Harness::new();
+        let programs = [
+            "import { sleep } from './servers/demo'; export default await sleep({ ms: 10000 });",
+            "for (;;) {}",
+            "import { never } from './servers/demo'; await never({});",
+        ];
+        for isolation in BOTH {
+            for program in programs {
+                let execution = h.execution(program, limits(isolation));
+                let cancel = execution.cancel.clone();
+                let started = Instant::now();
+                let (outcome, ()) = tokio::join!(h.sandbox.execute(execution), async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    cancel.cancel();
+                });
+                error(&outcome, ErrorKind::Cancelled);
+                assert!(
+                    started.elapsed() < Duration::from_secs(2),
+                    "{:?}",
+                    started.elapsed()
+                );
+                h.still_works(isolation).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! `execute_code` end to end: a real MCP client over stdio, real worker processes, real
+//! downstream servers.
+
+use std::time::{Duration, Instant};
+
+use runbyte_tests::{
+    TempDir, call, call_full, client, config_with, result_json, run, test_server_table,
+};
+use serde_json::json;
+
+const LIMITS: &str =
+    "[sandbox.limits]\ntimeout-ms = 2000\nmax-tool-calls = 100\ncall-timeout-ms = 1500\n";
+
+fn setup(label: &str, extra: &str) -> TempDir {
+    let dir = TempDir::new(label);
+    let tables = [
+        test_server_table("test", &[], ""),
+        LIMITS.to_owned(),
+        extra.to_owned(),
+    ];
+    dir.write("runbyte.toml", &config_with(&tables.join("\n")));
+    dir
+}
+
+#[tokio::test]
+async fn a_program_calls_two_servers_concurrently_and_returns_a_small_result() {
+    let dir = setup("exec-two-servers", "");
+    let client = client(&dir).await;
+    let program = r#"
+        import { get_weather, search_issues } from './servers/demo';
+        import * as test from './servers/test';
+
+        const cities = ['Paris', 'Tokyo', 'Berlin', 'London'];
+        const [weather, issues, sum] = await Promise.all([
+          Promise.all(cities.map((city) => get_weather({ location: { city } }))),
+          search_issues({ query: '', state: 'all', limit: 100 }),
+          test.add({ a: 20, b: 22 }),
+        ]);
+        const bugs = issues.issues.filter((i) => i.labels.includes('bug')).map((i) => i.id);
+        console.log('looked at', issues.total, 'issues');
+        export default { warm: weather.filter((w: any) => w.temperature > 8).map((w: any) => w.city), bugs, sum };
+    "#;
+    let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+    assert!(!error, "{text}");
+    assert_eq!(
+        result_json(&text),
+        json!({"warm": ["Paris", "Tokyo", "London"], "bugs": [1, 3, 5, 8], "sum": {"sum": 42}})
+    );
+    assert!(
+        text.contains("--- console ---\nlooked at 8 issues"),
+        "{text}"
+    );
+    assert!(text.contains(" · 6 tool calls · 0 failed ---"), "{text}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn imports_resolve_in_every_form() {
+    let dir = setup("exec-imports", "");
+    let client = client(&dir).await;
+    let program = r#"
+        import { echo as a } from './servers/demo';
+        import { echo as b } from '/servers/demo';
+        import { echo as c } from 'servers/demo';
+        import { echo as d } from './servers/demo/index';
+        import { echo as e } from './servers/demo/echo.ts';
+        import { echo as f } from '/servers/demo/echo';
+        import * as servers from './servers';
+        async function exec() {
+          const all = await Promise.all([a, b, c, d, e, f, servers.demo.echo].map((fn, i) => fn({ message: `m${i}` })));
+          return all.join(',');
+        }
+    "#;
+    let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+    assert!(!error, "{text}");
+    assert_eq!(result_json(&text), json!("m0,m1,m2,m3,m4,m5,m6"), "{text}");
+
+    // An import is checked when its binding is used (imports used only as types
+    // are elided, as TypeScript does, so a program may import the generated `Args` types).
+    let (text, error) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { x } from './servers/dmo';\nexport default x;"}),
+    )
+    .await;
+    assert!(
+        error && text.contains("did you mean") && text.contains("demo"),
+        "{text}"
+    );
+    let (text, error) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { ecko } from './servers/demo';\nexport default ecko;"}),
+    )
+    .await;
+    assert!(error && text.contains("echo"), "{text}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn results_map_by_kind_and_images_reach_the_client_as_blocks() {
+    let dir = setup("exec-results", "");
+    let client = client(&dir).await;
+    let program = r#"
+        import { search_issues, get_weather, echo, close_issue, make_badge } from './servers/demo';
+        const structured = await search_issues({ query: 'crash', state: 'all' });
+        const json = await get_weather({ location: { city: 'Tokyo' } });
+        const text = await echo({ message: 'plain text' });
+        let failed = '';
+        try { await close_issue({ id: 999 }); } catch (e) { failed = (e as Error).message; }
+        const badge = await make_badge({ status: 'passing' });
+        export default { total: structured.total, city: json.city, text, failed, badge };
+    "#;
+    let result = call_full(&client, "execute_code", json!({"code": program})).await;
+    let text = result.content[0].as_text().unwrap().text.clone();
+    assert_ne!(result.is_error, Some(true), "{text}");
+    let value = result_json(&text);
+    assert_eq!(value["total"], 1);
+    assert_eq!(value["city"], "Tokyo");
+    assert_eq!(value["text"], "plain text");
+    assert_eq!(value["failed"], "demo/close_issue: issue 999 not found");
+    assert_eq!(value["badge"]["type"], "image");
+    assert!(text.contains("1 failed"), "{text}");
+    let image = result
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .expect("an image block");
+    assert_eq!(image.mime_type, "image/png");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn errors_point_into_the_agents_own_source() {
+    let dir = setup("exec-errors", "");
+    let client = client(&dir).await;
+    let syntax = "const a: number = 1;\nconst b = ;\n";
+    let (text, error) = call(&client, "execute_code", json!({"code": syntax})).await;
+    assert!(error && text.starts_with("SyntaxError at line 2"), "{text}");
+    let runtime = "interface P { x: number }\nconst p: P = { x: 1 };\n\nfunction f(q: P): number {\n  return (q as any).missing.deep;\n}\nexport default f(p);\n";
+    let (text, error) = call(&client, "execute_code", json!({"code": runtime})).await;
+    assert!(error && text.contains("line 5"), "{text}");
+    assert!(text.contains("TypeError"), "{text}");
+    let failing = "import { add } from './servers/test';\nawait add({ a: 1 });\n";
+    let (text, error) = call(&client, "execute_code", json!({"code": failing})).await;
+    assert!(
+        error && text.contains("test/add") && text.contains("missing required argument `b`"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn adversarial_programs_end_with_clear_errors_and_the_next_runs() {
+    let dir = setup("exec-adversarial", "");
+    let client = client(&dir).await;
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("infinite loop", "for (;;) {}".into(), "Timeout"),
+        ("loop in finally", "try { for(;;){} } catch (e) {} finally { for(;;){} }".into(), "Timeout"),
+        ("join bomb", "export default new Array(2 ** 28).join('x').length;".into(), ""),
+        ("array to string", "export default (new Array(1e9) + '').length;".into(), ""),
+        ("memory bomb", "const a: string[] = []; for (;;) a.push('x'.repeat(1 << 20));".into(), "memory"),
+        ("deep recursion", "function f(n: number): number { return f(n + 1) + 1; } f(0);".into(), "tack"),
+        ("promise flood", "for (;;) await null;".into(), "Timeout"),
+        (
+            "call budget",
+            "import { echo } from './servers/demo';\nawait Promise.all(Array.from({length: 5000}, () => echo({message: 'x'})));".into(),
+            "100",
+        ),
+        ("hung tool call", "import { hang } from './servers/test';\nawait hang({});".into(), "hang"),
+        ("deep nesting", format!("export default {}1{};", "(".repeat(100_000), ")".repeat(100_000)), "Syntax"),
+    ];
+    for (label, program, expected) in cases {
+        let started = Instant::now();
+        let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+        let took = started.elapsed();
+        assert!(error, "{label}: {text}");
+        assert!(
+            text.contains(expected),
+            "{label}: expected {expected:?} in {text}"
+        );
+        assert!(took < Duration::from_secs(6), "{label} took {took:?}");
+        let (after, error) = call(
+            &client,
+            "execute_code",
+            json!({"code": "export default 6 * 7;"}),
+        )
+        .await;
+        assert!(
+            !error && result_json(&after) == json!(42),
+            "after {label}: {after}"
+        );
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn prototype_pollution_and_hostile_arguments_cannot_change_what_is_sent() {
+    let dir = setup("exec-hostile", "");
+    let client = client(&dir).await;
+    let program = r#"
+        import { echo } from './servers/test';
+        (Object.prototype as any).toJSON = () => 'polluted';
+        JSON.stringify = () => '"hijacked"';
+        (Array.prototype as any).injected = 'extra';
+        (Object.prototype as any).message = 'from prototype';
+        export default await echo({ message: 'exact' });
+    "#;
+    let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+    assert!(!error, "{text}");
+    assert_eq!(result_json(&text), json!("exact"));
+    let hostile = [
+        (
+            "const a: any = {}; a.self = a; await echo({ message: a });",
+            "cycle",
+        ),
+        (
+            "await echo({ get message() { throw new Error('getter'); } });",
+            "getter",
+        ),
+        ("await echo({ message: 10n as any });", "BigInt"),
+    ];
+    for (body, expected) in hostile {
+        let program = format!("import {{ echo }} from './servers/test';\n{body}");
+        let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+        assert!(error && text.contains(expected), "{body}: {text}");
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn output_is_bounded_with_a_marker_saying_how_much_was_cut() {
+    let dir = setup("exec-output", "");
+    let client = client(&dir).await;
+    let (text, error) = call(&client, "execute_code", json!({"code": "for (let i = 0; i < 100000; i++) console.log('line', i); export default 1;"})).await;
+    assert!(!error, "{}", &text[..200.min(text.len())]);
+    assert!(text.len() <= 70_000, "{} bytes", text.len());
+    let cut: usize = text
+        .split("[truncated: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cut > 1_000_000, "the marker says {cut} bytes were cut");
+    // A result over the cap is refused whole (cut JSON would mislead), saying what to do.
+    let (text, error) = call(
+        &client,
+        "execute_code",
+        json!({"code": "export default 'x'.repeat(1_000_000);"}),
+    )
+    .await;
+    assert!(
+        error && text.contains("larger than the output limit"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn runbyte_exec_runs_a_file_and_stdin() {
+    let dir = setup("exec-cli", "");
+    let file = dir.write("program.ts", "import { add } from './servers/test';\nconsole.log('adding');\nexport default await add({ a: 1, b: 2 });\n");
+    let ran = run(dir.path(), &["exec", file.to_str().unwrap()]);
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    assert!(
+        ran.stdout
+            .starts_with("{\"sum\":3}\n--- console ---\nadding\n--- "),
+        "{}",
+        ran.stdout
+    );
+    let failed = run(dir.path(), &["exec", "/nonexistent/program.ts"]);
+    assert_eq!(failed.code, Some(1));
+    assert!(
+        failed
+            .stderr
+            .contains("cannot read /nonexistent/program.ts"),
+        "{}",
+        failed.stderr
+    );
+}

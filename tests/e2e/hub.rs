@@ -1,0 +1,427 @@
+//! The Hub against real child processes: the demo server and the misbehaving test server.
+
+use std::time::{Duration, Instant};
+
+use runbyte_core::{
+    hub::{CallError, CallOptions, HubEvent, Status},
+    runtime::Runtime,
+};
+use runbyte_tests::{TempDir, config_of, is_running, parse_config, run, test_server_table};
+use serde_json::{Value, json};
+
+fn text_of(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+async fn start(dir: &TempDir, tables: &[String]) -> std::sync::Arc<Runtime> {
+    let runtime = Runtime::hub_only(parse_config(dir.path(), &config_of(tables)));
+    runtime.hub.start().await;
+    runtime
+}
+
+#[tokio::test]
+async fn broken_servers_fail_by_name_while_the_others_answer() {
+    let dir = TempDir::new("hub-broken");
+    let tables = [
+        test_server_table("good", &[], ""),
+        test_server_table("crashes", &["--mode", "crash-on-initialize"], ""),
+        test_server_table(
+            "hangs",
+            &["--mode", "hang-on-initialize"],
+            "init-timeout-ms = 800",
+        ),
+        test_server_table("garbage", &["--mode", "garbage-stdout"], ""),
+        "[servers.missing]\ncommand = \"/nonexistent/mcp-server\"\n".to_owned(),
+    ];
+    let started = Instant::now();
+    let runtime = start(&dir, &tables).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "start took {:?}",
+        started.elapsed()
+    );
+    let status = |name: &str| {
+        let hub = runtime.hub.clone();
+        let name = name.to_owned();
+        async move { hub.server(&name).await.unwrap().status }
+    };
+    assert_eq!(status("good").await, Status::Ready);
+    assert_eq!(status("garbage").await, Status::Ready);
+    let Status::Failed { error, .. } = status("crashes").await else {
+        panic!("crashes is up")
+    };
+    assert!(
+        error.contains("exited with status 3") && error.contains("crashing on initialize"),
+        "{error}"
+    );
+    let Status::Failed { error, .. } = status("hangs").await else {
+        panic!("hangs is up")
+    };
+    assert!(
+        error.contains("did not answer `initialize` within 800 ms"),
+        "{error}"
+    );
+    let Status::Failed { error, .. } = status("missing").await else {
+        panic!("missing is up")
+    };
+    assert!(
+        error.contains("cannot start `/nonexistent/mcp-server`"),
+        "{error}"
+    );
+
+    for server in ["good", "garbage"] {
+        let result = runtime
+            .hub
+            .call(
+                server,
+                "echo",
+                json!({"message": "hi"}),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(text_of(&result), "hi");
+    }
+    let error = runtime
+        .hub
+        .call("crashes", "echo", json!({}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::Unavailable { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("server `crashes` is unavailable"),
+        "{error}"
+    );
+    runtime.hub.shutdown().await;
+}
+
+#[tokio::test]
+async fn arguments_are_checked_against_the_schema_before_sending() {
+    let dir = TempDir::new("hub-validate");
+    let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
+    let error = runtime
+        .hub
+        .call(
+            "t",
+            "add",
+            json!({"a": 1, "b": "two"}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, CallError::InvalidArguments { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("argument `b` must be"),
+        "{error}"
+    );
+    let error = runtime
+        .hub
+        .call("t", "ad", json!({}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("has no tool `ad`; did you mean `add`?"),
+        "{error}"
+    );
+    let error = runtime
+        .hub
+        .call("nope", "add", json!({}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("unknown server `nope`; the servers are: t"),
+        "{error}"
+    );
+    let result = runtime
+        .hub
+        .call("t", "add", json!({"a": 1, "b": 2}), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&text_of(&result)).unwrap(),
+        json!({"sum": 3})
+    );
+    runtime.hub.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_call_fails_that_call_at_once_and_restarts_on_the_next() {
+    let dir = TempDir::new("hub-crash");
+    let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
+    let first_pid = text_of(
+        &runtime
+            .hub
+            .call("t", "pid", json!({}), CallOptions::default())
+            .await
+            .unwrap(),
+    );
+    let slow = {
+        let hub = runtime.hub.clone();
+        tokio::spawn(async move {
+            hub.call("t", "slow", json!({"ms": 20000}), CallOptions::default())
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let error = runtime
+        .hub
+        .call("t", "crash", json!({"code": 9}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::Exited { .. }), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("server `t` exited with status 9"),
+        "{error}"
+    );
+    let pending = slow.await.unwrap().unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the pending call waited {:?}",
+        started.elapsed()
+    );
+    assert!(
+        pending.to_string().contains("exited with status 9"),
+        "{pending}"
+    );
+    let second_pid = text_of(
+        &runtime
+            .hub
+            .call("t", "pid", json!({}), CallOptions::default())
+            .await
+            .unwrap(),
+    );
+    assert_ne!(first_pid, second_pid, "not restarted");
+    runtime.hub.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_past_its_timeout_is_cancelled_downstream() {
+    let dir = TempDir::new("hub-timeout");
+    let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
+    let options = CallOptions {
+        timeout: Some(Duration::from_millis(300)),
+        ..CallOptions::default()
+    };
+    let error = runtime
+        .hub
+        .call("t", "hang", json!({}), options)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::Timeout { .. }), "{error:?}");
+    assert!(
+        error.to_string().contains("did not answer within 300 ms"),
+        "{error}"
+    );
+    let mut count = String::new();
+    for _ in 0..50 {
+        count = text_of(
+            &runtime
+                .hub
+                .call("t", "cancelled_count", json!({}), CallOptions::default())
+                .await
+                .unwrap(),
+        );
+        if count.contains('1') {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(count.contains('1'), "cancellations seen: {count}");
+    runtime.hub.shutdown().await;
+}
+
+#[tokio::test]
+async fn list_changed_relists_and_tells_subscribers() {
+    let dir = TempDir::new("hub-changed");
+    let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
+    let before = runtime.hub.server("t").await.unwrap().tools.len();
+    let mut events = runtime.hub.subscribe();
+    runtime
+        .hub
+        .call("t", "change_tools", json!({}), CallOptions::default())
+        .await
+        .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(event, HubEvent::ToolsChanged { server: "t".into() });
+    let after = runtime.hub.server("t").await.unwrap().tools;
+    assert_eq!(after.len(), before + 1);
+    assert!(after.iter().any(|t| t.name.starts_with("added_")));
+    runtime.hub.shutdown().await;
+}
+
+#[tokio::test]
+async fn pagination_huge_results_and_concurrent_calls() {
+    let dir = TempDir::new("hub-paging");
+    let runtime = start(
+        &dir,
+        &[test_server_table(
+            "t",
+            &[
+                "--mode",
+                "many-tools",
+                "--tools",
+                "120",
+                "--page-size",
+                "25",
+            ],
+            "",
+        )],
+    )
+    .await;
+    let tools = runtime.hub.server("t").await.unwrap().tools;
+    assert!(tools.len() > 120, "{} tools", tools.len());
+    let result = runtime
+        .hub
+        .call(
+            "t",
+            "huge",
+            json!({"bytes": 3_000_000}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result).len(), 3_000_000);
+    let started = Instant::now();
+    let calls = (0..50).map(|_| {
+        runtime
+            .hub
+            .call("t", "slow", json!({"ms": 200}), CallOptions::default())
+    });
+    for result in futures::future::join_all(calls).await {
+        result.unwrap();
+    }
+    // Multiplexed on one connection: about one call's time, not fifty.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    runtime.hub.shutdown().await;
+}
+
+#[tokio::test]
+async fn children_get_a_scrubbed_environment_and_die_with_their_group() {
+    // SAFETY: set before any server starts; no other test reads it.
+    unsafe { std::env::set_var("RUNBYTE_E2E_SECRET", "do-not-leak") };
+    let dir = TempDir::new("hub-env");
+    let runtime = start(
+        &dir,
+        &[test_server_table("t", &[], "env = { GIVEN = \"yes\" }")],
+    )
+    .await;
+    let env = |name: &str| {
+        let hub = runtime.hub.clone();
+        let name = name.to_owned();
+        async move {
+            text_of(
+                &hub.call("t", "env", json!({"name": name}), CallOptions::default())
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    assert_eq!(env("RUNBYTE_E2E_SECRET").await, "null");
+    assert_eq!(env("GIVEN").await, "\"yes\"");
+    assert_ne!(env("PATH").await, "null");
+    let grandchild: u32 = text_of(
+        &runtime
+            .hub
+            .call("t", "spawn_grandchild", json!({}), CallOptions::default())
+            .await
+            .unwrap(),
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert!(is_running(grandchild));
+    runtime.hub.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while is_running(grandchild) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !is_running(grandchild),
+        "grandchild {grandchild} outlived its server"
+    );
+}
+
+#[tokio::test]
+async fn share_session_gives_each_client_session_its_own_process() {
+    let dir = TempDir::new("hub-share");
+    let runtime = start(&dir, &[test_server_table("s", &[], "share = \"session\"")]).await;
+    let pid = |session: &str| {
+        let hub = runtime.hub.clone();
+        let options = CallOptions {
+            session: Some(session.to_owned()),
+            ..CallOptions::default()
+        };
+        async move { text_of(&hub.call("s", "pid", json!({}), options).await.unwrap()) }
+    };
+    let (a1, a2, b) = (pid("a").await, pid("a").await, pid("b").await);
+    assert_eq!(a1, a2);
+    assert_ne!(a1, b);
+    runtime.hub.end_session("a").await;
+    assert_ne!(pid("a").await, a1);
+    runtime.hub.shutdown().await;
+}
+
+#[test]
+fn tools_and_call_commands_report_each_server() {
+    let dir = TempDir::new("hub-cli");
+    let tables = [
+        test_server_table("good", &["--mode", "odd-names"], ""),
+        test_server_table("crashes", &["--mode", "crash-on-initialize"], ""),
+    ];
+    dir.write("runbyte.toml", &config_of(&tables));
+    let listed = run(dir.path(), &["tools"]);
+    assert_eq!(listed.code, Some(1), "{listed:?}");
+    assert!(listed.stdout.contains("good (ready,"), "{}", listed.stdout);
+    assert!(listed.stdout.contains("  with space"), "{}", listed.stdout);
+    assert!(
+        listed
+            .stdout
+            .contains("crashes (FAILED: initialize failed: the server exited with status 3"),
+        "{}",
+        listed.stdout
+    );
+    let called = run(
+        dir.path(),
+        &["call", "good", "echo", r#"{"message": "from the shell"}"#],
+    );
+    assert_eq!(called.code, Some(0), "{called:?}");
+    assert!(
+        called.stdout.contains("from the shell"),
+        "{}",
+        called.stdout
+    );
+    let refused = run(dir.path(), &["call", "good", "echo", "{}"]);
+    assert_eq!(refused.code, Some(1));
+    assert!(
+        refused
+            .stderr
+            .contains("missing required argument `message`"),
+        "{}",
+        refused.stderr
+    );
+}
