@@ -5,10 +5,7 @@ use std::{
     io::{BufReader, Write},
     path::PathBuf,
     process::{Child, ChildStdin, Command, Stdio},
-    sync::{
-        Arc, Mutex,
-        mpsc::{self, Receiver, RecvTimeoutError},
-    },
+    sync::{Arc, Mutex, mpsc},
     thread,
     time::{Duration, Instant},
 };
@@ -22,6 +19,7 @@ use serde::Deserialize;
 use crate::{
     Config, ENV_ALLOWLIST,
     lines::{Line, read_line},
+    stdout::{Next, Stdout},
 };
 
 /// The host's description of the server to start.
@@ -42,16 +40,13 @@ const STDERR_LINE_CHARS: usize = 400;
 
 type Tail = Arc<Mutex<VecDeque<String>>>;
 
-enum Event {
-    Message(String),
-    Closed(String),
-}
-
 pub(crate) struct ChildPump {
     name: String,
     child: Arc<Mutex<Child>>,
     stdin: Mutex<Option<ChildStdin>>,
-    events: Mutex<Receiver<Event>>,
+    stdout: Mutex<Stdout>,
+    stderr: Mutex<Option<thread::JoinHandle<()>>>,
+    tail: Tail,
     closed: Mutex<Option<String>>,
     stopped: Mutex<bool>,
     grace: Duration,
@@ -130,37 +125,34 @@ impl ChildPump {
 
         let child = Arc::new(Mutex::new(child));
         let tail: Tail = Arc::new(Mutex::new(VecDeque::new()));
-        let (sender, events) = mpsc::channel();
-
-        let stderr_done = {
+        let stderr = {
             let (name, tail) = (target.name.clone(), tail.clone());
             thread::Builder::new()
                 .name(format!("stdio-stderr-{}", target.name))
                 .spawn(move || drain_stderr(stderr, &name, &tail))
                 .map_err(|e| format!("cannot start a thread: {e}"))?
         };
-        {
-            let (name, child, max) = (target.name.clone(), child.clone(), config.max_line_bytes);
-            thread::Builder::new()
-                .name(format!("stdio-stdout-{}", target.name))
-                .spawn(move || {
-                    read_stdout(stdout, &name, max, &sender);
-                    // Let stderr finish so the report has its last words.
-                    let _ = stderr_done.join();
-                    let reason = exit_report(&child, &tail);
-                    let _ = sender.send(Event::Closed(reason));
-                })
-                .map_err(|e| format!("cannot start a thread: {e}"))?;
-        }
         Ok(ChildPump {
             name: target.name,
             child,
             stdin: Mutex::new(Some(stdin)),
-            events: Mutex::new(events),
+            stdout: Mutex::new(Stdout::new(stdout, config.max_line_bytes)),
+            stderr: Mutex::new(Some(stderr)),
+            tail,
             closed: Mutex::new(None),
             stopped: Mutex::new(false),
             grace: Duration::from_millis(config.stop_grace_ms),
         })
+    }
+
+    /// Records why the connection ended: the exit status, once stderr has had its last words.
+    fn finish(&self) -> String {
+        if let Some(stderr) = lock(&self.stderr).take() {
+            let _ = stderr.join();
+        }
+        let reason = exit_report(&self.child, &self.tail);
+        *lock(&self.closed) = Some(reason.clone());
+        reason
     }
 
     fn stop(&self) {
@@ -221,19 +213,28 @@ impl Pump for ChildPump {
         if let Some(reason) = lock(&self.closed).clone() {
             return Received::Closed(reason);
         }
-        let event = lock(&self.events).recv_timeout(timeout);
-        match event {
-            Ok(Event::Message(message)) => Received::Message(message),
-            Ok(Event::Closed(reason)) => {
-                *lock(&self.closed) = Some(reason.clone());
-                Received::Closed(reason)
-            }
-            Err(RecvTimeoutError::Timeout) => Received::Timeout,
-            Err(RecvTimeoutError::Disconnected) => {
-                let reason = lock(&self.closed)
-                    .clone()
-                    .unwrap_or_else(|| "closed".to_owned());
-                Received::Closed(reason)
+        let mut stdout = lock(&self.stdout);
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match stdout.next(left) {
+                Next::Line(line) => return Received::Message(line),
+                Next::Timeout => return Received::Timeout,
+                Next::TooLong(length) => log(
+                    LogLevel::Error,
+                    &format!(
+                        "[{}] dropped a {length}-byte line from stdout: longer than the cap",
+                        self.name
+                    ),
+                ),
+                Next::Eof => return Received::Closed(self.finish()),
+                Next::Failed(error) => {
+                    log(
+                        LogLevel::Warn,
+                        &format!("[{}] reading stdout failed: {error}", self.name),
+                    );
+                    return Received::Closed(self.finish());
+                }
             }
         }
     }
@@ -277,39 +278,6 @@ fn spawn_from_one_thread(command: Command) -> std::io::Result<Child> {
     let gone = || std::io::Error::other("the spawner thread is gone");
     lock(spawner).send((command, reply)).map_err(|_| gone())?;
     answer.recv().map_err(|_| gone())?
-}
-
-fn read_stdout(
-    stdout: std::process::ChildStdout,
-    name: &str,
-    max: usize,
-    sender: &mpsc::Sender<Event>,
-) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-    loop {
-        match read_line(&mut reader, max) {
-            Line::Text(line) if line.trim().is_empty() => {}
-            Line::Text(line) => {
-                if sender.send(Event::Message(line)).is_err() {
-                    return;
-                }
-            }
-            Line::TooLong(length) => log(
-                LogLevel::Error,
-                &format!(
-                    "[{name}] dropped a {length}-byte line from stdout: longer than the {max}-byte cap"
-                ),
-            ),
-            Line::Eof => return,
-            Line::Failed(e) => {
-                log(
-                    LogLevel::Warn,
-                    &format!("[{name}] reading stdout failed: {e}"),
-                );
-                return;
-            }
-        }
-    }
 }
 
 fn drain_stderr(stderr: std::process::ChildStderr, name: &str, tail: &Tail) {

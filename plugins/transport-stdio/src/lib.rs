@@ -15,6 +15,7 @@
 mod child;
 mod lines;
 mod listener;
+mod stdout;
 
 use runbyte_plugin_api::{
     export_plugin,
