@@ -20,7 +20,7 @@ pub use wrap::{Accepted, CodegenPlugin, Listener, PolicyPlugin, Pump, Received, 
 use crate::config::Config;
 
 /// Where plugins are looked for, in order: `[[plugins.load]]` paths, `[plugins] dirs`, then the
-/// running binary's own folder.
+/// running binary's own folder (and its `deps/`, in a cargo build folder).
 #[derive(Debug, Clone)]
 pub struct PluginSearch {
     dirs: Vec<PathBuf>,
@@ -37,7 +37,13 @@ impl PluginSearch {
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_owned))
         {
+            // In a cargo build folder the bundled plugins, built as dependencies of the binary,
+            // lie in `deps/` beside it (cargo does not always copy them up).
+            let deps = own.join("deps");
             dirs.push(own);
+            if deps.is_dir() {
+                dirs.push(deps);
+            }
         }
         let mut seen = Vec::new();
         dirs.retain(|dir| {

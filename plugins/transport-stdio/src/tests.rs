@@ -139,7 +139,13 @@ fn over_long_lines_from_a_child_are_skipped_and_later_lines_arrive() {
         "command": "sh",
         "args": ["-c", "printf '%0200d\\n' 0; printf '%0300000d\\n' 0; echo ''; echo '  '; echo short; sleep 5"],
     });
-    let pump = Stdio::open(r#"{"max-line-bytes": 100}"#).unwrap().connect(&target.to_string()).unwrap();
-    assert_eq!(next_message(pump.as_ref()), Received::Message("short".into()));
+    let pump = Stdio::open(r#"{"max-line-bytes": 100}"#)
+        .unwrap()
+        .connect(&target.to_string())
+        .unwrap();
+    assert_eq!(
+        next_message(pump.as_ref()),
+        Received::Message("short".into())
+    );
     pump.close();
 }
