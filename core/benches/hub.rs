@@ -4,8 +4,8 @@
 //! the release plugin libraries from beside the release `runbyte` binary and use its built-in
 //! demo server as the downstream stdio server.
 //!
-//! Compare `hub_call` with `bare_rmcp_call` (the same `echo` call to the same kind of server):
-//! their ratio is the Hub's overhead.
+//! Compare `hub_1000_sequential_calls` with `bare_rmcp_1000_sequential_calls` (the same `echo`
+//! calls to the same kind of server): their ratio is the Hub's overhead.
 
 #![allow(clippy::unwrap_used)]
 
@@ -71,30 +71,31 @@ static BARE: LazyLock<RunningService<RoleClient, ()>> = LazyLock::new(|| {
     })
 });
 
-/// One `echo` call through the Hub (schema check, routing, the stdio plugin's pump).
-#[divan::bench(sample_count = 1000)]
-fn hub_call() {
+/// 1,000 sequential `echo` calls through the Hub (schema check, routing, the stdio plugin's
+/// pump), in one task.
+#[divan::bench(sample_count = 20)]
+fn hub_1000_sequential_calls() {
     let hub = &HUB.hub;
     TOKIO.block_on(async {
-        hub.call(
-            "demo",
-            "echo",
-            json!({"message": "hello"}),
-            CallOptions::default(),
-        )
-        .await
-        .unwrap();
+        for _ in 0..1000 {
+            let args = json!({"message": "hello"});
+            hub.call("demo", "echo", args, CallOptions::default())
+                .await
+                .unwrap();
+        }
     });
 }
 
-/// The same call from a bare rmcp client over rmcp's own child-process transport.
-#[divan::bench(sample_count = 1000)]
-fn bare_rmcp_call() {
+/// The same 1,000 calls from a bare rmcp client over rmcp's own child-process transport.
+#[divan::bench(sample_count = 20)]
+fn bare_rmcp_1000_sequential_calls() {
     let peer = BARE.peer().clone();
     TOKIO.block_on(async {
-        let mut params = CallToolRequestParams::new("echo");
-        params.arguments = json!({"message": "hello"}).as_object().cloned();
-        peer.call_tool(params).await.unwrap();
+        for _ in 0..1000 {
+            let mut params = CallToolRequestParams::new("echo");
+            params.arguments = json!({"message": "hello"}).as_object().cloned();
+            peer.call_tool(params).await.unwrap();
+        }
     });
 }
 

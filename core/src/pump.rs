@@ -47,9 +47,148 @@ impl CloseReason {
 pub struct PumpTransport<R: ServiceRole> {
     pump: Pump,
     incoming: mpsc::Receiver<RxJsonRpcMessage<R>>,
-    outgoing: std_mpsc::Sender<String>,
+    /// The writer thread's queue; `None` when the pump's `send` never blocks and is called here.
+    outgoing: Option<std_mpsc::Sender<String>>,
     stop: Arc<AtomicBool>,
+    cancel: tokio_util::sync::CancellationToken,
     reason: CloseReason,
+}
+
+/// What the reader makes of one line.
+enum Parsed<R: ServiceRole> {
+    /// A message for rmcp.
+    Message(RxJsonRpcMessage<R>),
+    /// Not a message; this JSON-RPC error answers it.
+    Answer(String),
+    /// Not a message, and nothing to answer.
+    Skip,
+}
+
+/// Reads a pump's messages into rmcp, on a thread of its own or, when the plugin gives a
+/// descriptor to wait on, as a task of the runtime.
+struct Reader<R: ServiceRole> {
+    pump: Pump,
+    peer: String,
+    on_garbage: OnGarbage,
+    reason: CloseReason,
+    role: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: ServiceRole> Reader<R> {
+    fn parse(&self, text: &str) -> Parsed<R> {
+        match serde_json::from_str::<RxJsonRpcMessage<R>>(text) {
+            Ok(message) => Parsed::Message(message),
+            Err(error) => match self.on_garbage {
+                OnGarbage::Skip => {
+                    tracing::warn!(
+                        peer = %self.peer,
+                        "ignoring a message that is not valid JSON-RPC ({error}): {}",
+                        excerpt(text)
+                    );
+                    Parsed::Skip
+                }
+                OnGarbage::Answer => {
+                    tracing::debug!(peer = %self.peer, "refused a message: {error}");
+                    garbage_answer(text, &error).map_or(Parsed::Skip, Parsed::Answer)
+                }
+            },
+        }
+    }
+
+    fn answer(pump: &Pump, peer: &str, answer: &str) {
+        if let Err(e) = pump.send(answer) {
+            tracing::warn!(peer = %peer, "cannot answer a bad message: {e}");
+        }
+    }
+
+    fn run_blocking(self, incoming: &mpsc::Sender<RxJsonRpcMessage<R>>, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            match self.pump.recv(POLL) {
+                Ok(Received::Message(text)) => match self.parse(&text) {
+                    Parsed::Message(message) => {
+                        if incoming.blocking_send(message).is_err() {
+                            return;
+                        }
+                    }
+                    Parsed::Answer(answer) => Self::answer(&self.pump, &self.peer, &answer),
+                    Parsed::Skip => {}
+                },
+                Ok(Received::Timeout) => {}
+                Ok(Received::Closed(why)) => return self.reason.set(why),
+                Err(error) => return self.reason.set(error.to_string()),
+            }
+        }
+    }
+
+    async fn run_async(
+        self,
+        fd: i32,
+        incoming: mpsc::Sender<RxJsonRpcMessage<R>>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) {
+        // SAFETY: the descriptor stays open as long as the pump that gave it (the plugin's
+        // contract for `readable_fd`), and this reader holds the pump until `ready` is dropped.
+        let registered = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                PluginFd(fd),
+                tokio::io::Interest::READABLE,
+            )
+        };
+        let ready = match registered {
+            Ok(ready) => ready,
+            Err(error) => {
+                // Not pollable after all: read on a thread instead.
+                tracing::debug!(peer = %self.peer, "cannot wait on the pump's descriptor ({error})");
+                let stop = AtomicBool::new(false);
+                let _ =
+                    tokio::task::spawn_blocking(move || self.run_blocking(&incoming, &stop)).await;
+                return;
+            }
+        };
+        loop {
+            let mut guard = tokio::select! {
+                guard = ready.readable() => match guard {
+                    Ok(guard) => guard,
+                    Err(error) => return self.reason.set(error.to_string()),
+                },
+                () = cancel.cancelled() => return,
+            };
+            // Everything that is there now; `recv` with a zero timeout does not wait.
+            loop {
+                match self.pump.recv(Duration::ZERO) {
+                    Ok(Received::Message(text)) => match self.parse(&text) {
+                        Parsed::Message(message) => {
+                            if incoming.send(message).await.is_err() {
+                                return;
+                            }
+                        }
+                        Parsed::Answer(answer) => {
+                            let (pump, peer) = (self.pump.clone(), self.peer.clone());
+                            let _ = tokio::task::spawn_blocking(move || {
+                                Self::answer(&pump, &peer, &answer)
+                            })
+                            .await;
+                        }
+                        Parsed::Skip => {}
+                    },
+                    Ok(Received::Timeout) => break,
+                    Ok(Received::Closed(why)) => return self.reason.set(why),
+                    Err(error) => return self.reason.set(error.to_string()),
+                }
+            }
+            guard.clear_ready();
+        }
+    }
+}
+
+/// A plugin's descriptor, borrowed: the plugin owns and closes it, and keeps it open as long as
+/// its pump, which the reader holds.
+struct PluginFd(i32);
+
+impl std::os::fd::AsRawFd for PluginFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
 }
 
 /// What to do with a line that does not parse as a message for this role.
@@ -66,79 +205,64 @@ impl<R: ServiceRole> PumpTransport<R> {
     /// Starts the reader and writer threads for `pump`. `peer` names the other side in logs.
     pub fn new(pump: Pump, peer: String, on_garbage: OnGarbage) -> Self {
         let (in_tx, incoming) = mpsc::channel(256);
-        let (outgoing, out_rx) = std_mpsc::channel::<String>();
         let stop = Arc::new(AtomicBool::new(false));
         let reason = CloseReason::default();
-
-        let (writer_pump, writer_reason, writer_peer) =
-            (pump.clone(), reason.clone(), peer.clone());
-        let spawned_writer = std::thread::Builder::new()
-            .name(format!("pump-write-{peer}"))
-            .spawn(move || {
-                while let Ok(message) = out_rx.recv() {
-                    if let Err(error) = writer_pump.send(&message) {
-                        // The connection is unusable: end it, so the reader reports it closed
-                        // and every request in flight fails at once.
-                        tracing::warn!(peer = %writer_peer, "sending failed: {error}");
-                        writer_reason.set(error.to_string());
-                        writer_pump.close();
-                        return;
-                    }
-                }
-            });
-        if let Err(e) = spawned_writer {
-            reason.set(format!("cannot start a writer thread: {e}"));
-        }
-
-        let (reader_pump, reader_stop, reader_reason) =
-            (pump.clone(), stop.clone(), reason.clone());
-        let answer_pump = pump.clone();
-        let spawned_reader = std::thread::Builder::new().name(format!("pump-read-{peer}")).spawn(move || {
-            while !reader_stop.load(Ordering::Relaxed) {
-                match reader_pump.recv(POLL) {
-                    Ok(Received::Message(text)) => match serde_json::from_str::<RxJsonRpcMessage<R>>(&text) {
-                        Ok(message) => {
-                            if in_tx.blocking_send(message).is_err() {
-                                return;
-                            }
+        let outgoing = if pump.sends_without_blocking() {
+            None
+        } else {
+            let (outgoing, out_rx) = std_mpsc::channel::<String>();
+            let (writer_pump, writer_reason, writer_peer) =
+                (pump.clone(), reason.clone(), peer.clone());
+            let spawned_writer = std::thread::Builder::new()
+                .name(format!("pump-write-{peer}"))
+                .spawn(move || {
+                    while let Ok(message) = out_rx.recv() {
+                        if let Err(error) = writer_pump.send(&message) {
+                            fail(
+                                &writer_pump,
+                                &writer_reason,
+                                &writer_peer,
+                                &error.to_string(),
+                            );
+                            return;
                         }
-                        Err(error) => match on_garbage {
-                            OnGarbage::Skip => tracing::warn!(
-                                peer = %peer,
-                                "ignoring a message that is not valid JSON-RPC ({error}): {}",
-                                excerpt(&text)
-                            ),
-                            OnGarbage::Answer => {
-                                let answer = garbage_answer(&text, &error);
-                                tracing::debug!(peer = %peer, "refused a message: {error}");
-                                if let Some(answer) = answer
-                                    && let Err(e) = answer_pump.send(&answer)
-                                {
-                                    tracing::warn!(peer = %peer, "cannot answer a bad message: {e}");
-                                }
-                            }
-                        },
-                    },
-                    Ok(Received::Timeout) => {}
-                    Ok(Received::Closed(why)) => {
-                        reader_reason.set(why);
-                        return;
                     }
-                    Err(error) => {
-                        reader_reason.set(error.to_string());
-                        return;
-                    }
+                });
+            if let Err(e) = spawned_writer {
+                reason.set(format!("cannot start a writer thread: {e}"));
+            }
+            Some(outgoing)
+        };
+
+        let reader = Reader::<R> {
+            pump: pump.clone(),
+            peer,
+            on_garbage,
+            reason: reason.clone(),
+            role: std::marker::PhantomData,
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        match (pump.readable_fd(), tokio::runtime::Handle::try_current()) {
+            // The plugin gives a descriptor: wait on it in the runtime, no thread in between.
+            (Some(fd), Ok(runtime)) => {
+                runtime.spawn(reader.run_async(fd, in_tx, cancel.clone()));
+            }
+            _ => {
+                let reader_stop = stop.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("pump-read-{}", reader.peer))
+                    .spawn(move || reader.run_blocking(&in_tx, &reader_stop));
+                if let Err(e) = spawned {
+                    reason.set(format!("cannot start a reader thread: {e}"));
                 }
             }
-        });
-        if let Err(e) = spawned_reader {
-            reason.set(format!("cannot start a reader thread: {e}"));
         }
         PumpTransport {
             pump,
             incoming,
             outgoing,
             stop,
+            cancel,
             reason,
         }
     }
@@ -152,7 +276,16 @@ impl<R: ServiceRole> PumpTransport<R> {
 impl<R: ServiceRole> Drop for PumpTransport<R> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.cancel.cancel();
     }
+}
+
+/// Ends a connection whose sending failed: the reader then reports it closed and every request
+/// in flight fails at once.
+fn fail(pump: &Pump, reason: &CloseReason, peer: &str, error: &str) {
+    tracing::warn!(peer = %peer, "sending failed: {error}");
+    reason.set(error.to_owned());
+    pump.close();
 }
 
 fn excerpt(text: &str) -> String {
@@ -214,22 +347,27 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for PumpTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<R>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // Queued for the writer thread, in order; not waited for. A write that fails ends the
-        // connection, which the reader reports (with the peer's exit status) and rmcp then fails
-        // every request in flight: waiting here for each write would add a thread hop to every
-        // message.
-        let queued = serde_json::to_string(&item)
+        // Written here when the pump never blocks, else queued for the writer thread (in
+        // order); not waited for either way. A write that fails ends the connection, which the
+        // reader reports (with the peer's exit status) and rmcp then fails every request in
+        // flight: waiting for each write would add a thread hop to every message.
+        let closed = |reason: &CloseReason| {
+            PumpError(
+                reason
+                    .get()
+                    .unwrap_or_else(|| "the connection is closed".to_owned()),
+            )
+        };
+        let sent = serde_json::to_string(&item)
             .map_err(|e| PumpError(format!("cannot encode a message: {e}")))
-            .and_then(|text| {
-                self.outgoing.send(text).map_err(|_| {
-                    PumpError(
-                        self.reason
-                            .get()
-                            .unwrap_or_else(|| "the connection is closed".to_owned()),
-                    )
-                })
+            .and_then(|text| match &self.outgoing {
+                Some(outgoing) => outgoing.send(text).map_err(|_| closed(&self.reason)),
+                None => self.pump.send(&text).map_err(|error| {
+                    fail(&self.pump, &self.reason, "a peer", &error.to_string());
+                    closed(&self.reason)
+                }),
             });
-        std::future::ready(queued)
+        std::future::ready(sent)
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<R>>> + Send {
@@ -238,6 +376,7 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for PumpTransport<R> {
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.stop.store(true, Ordering::Relaxed);
+        self.cancel.cancel();
         let pump = self.pump.clone();
         let _ = tokio::task::spawn_blocking(move || pump.close()).await;
         Ok(())

@@ -68,6 +68,22 @@ pub trait Pump: Send + Sync {
     /// Ends the connection: a child process is stopped, an HTTP session deleted. After `close`,
     /// `recv` answers [`Received::Closed`]. Called once; must not block for long.
     fn close(&self);
+
+    /// A file descriptor (Unix) that becomes readable whenever `recv` may have something to
+    /// return, valid as long as the pump. When a pump gives one, the host waits on it in its own
+    /// event loop and calls `recv` with a zero timeout until it answers [`Received::Timeout`],
+    /// instead of keeping a thread blocked in `recv`: one thread hand-over less per message.
+    /// `recv` with a zero timeout must then return promptly. Default: none.
+    fn readable_fd(&self) -> Option<i32> {
+        None
+    }
+
+    /// Whether `send` always returns promptly (it queues what the peer is not ready to take),
+    /// so that the host may call it from its own async tasks rather than from a writer thread:
+    /// one thread hand-over less per message. Default: false.
+    fn sends_without_blocking(&self) -> bool {
+        false
+    }
 }
 
 /// One accepted upstream client session.
@@ -125,6 +141,16 @@ pub trait RawPump: Send + Sync {
     /// See [`Pump::close`].
     #[sabi(last_prefix_field)]
     fn close(&self) -> RResult<(), PluginError>;
+    /// See [`Pump::readable_fd`]. Appended after the first API version: a host calling it on an
+    /// older plugin gets this default, none.
+    fn readable_fd(&self) -> ROption<i32> {
+        ROption::RNone
+    }
+    /// See [`Pump::sends_without_blocking`]. Appended after the first API version: a host
+    /// calling it on an older plugin gets this default, false.
+    fn sends_without_blocking(&self) -> bool {
+        false
+    }
 }
 
 /// The ABI form of [`Accepted`].
@@ -225,6 +251,21 @@ impl RawPump for PumpAdapter {
             Ok(())
         })
         .into()
+    }
+
+    fn readable_fd(&self) -> ROption<i32> {
+        // A panic here means "no descriptor": the host falls back to a blocking `recv`.
+        guard(self.plugin, "readable_fd", || Ok(self.inner.readable_fd()))
+            .ok()
+            .flatten()
+            .into()
+    }
+
+    fn sends_without_blocking(&self) -> bool {
+        guard(self.plugin, "sends_without_blocking", || {
+            Ok(self.inner.sends_without_blocking())
+        })
+        .unwrap_or(false)
     }
 }
 

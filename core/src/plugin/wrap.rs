@@ -215,6 +215,24 @@ impl Pump {
         &self.info.name
     }
 
+    /// A descriptor that becomes readable when `recv` may have a message, if the plugin gives
+    /// one (never for an isolated plugin: its descriptors live in another process).
+    pub fn readable_fd(&self) -> Option<i32> {
+        match &self.inner {
+            Remote::Local(raw) => raw.readable_fd().into_option(),
+            Remote::Isolated { .. } => None,
+        }
+    }
+
+    /// Whether `send` returns at once, so it may be called from an async task (never for an
+    /// isolated plugin: its sends cross a pipe to another process).
+    pub fn sends_without_blocking(&self) -> bool {
+        match &self.inner {
+            Remote::Local(raw) => raw.sends_without_blocking(),
+            Remote::Isolated { .. } => false,
+        }
+    }
+
     /// Sends one message. Blocking.
     pub fn send(&self, message: &str) -> Result<(), CallError> {
         match &self.inner {

@@ -2,9 +2,9 @@
 
 use std::{
     collections::{BTreeMap, VecDeque},
-    io::{BufReader, Write},
+    io::BufReader,
     path::PathBuf,
-    process::{Child, ChildStdin, Command, Stdio},
+    process::{Child, Command, Stdio},
     sync::{Arc, Mutex, mpsc},
     thread,
     time::{Duration, Instant},
@@ -19,6 +19,7 @@ use serde::Deserialize;
 use crate::{
     Config, ENV_ALLOWLIST,
     lines::{Line, read_line},
+    stdin::Stdin,
     stdout::{Next, Stdout},
 };
 
@@ -43,8 +44,9 @@ type Tail = Arc<Mutex<VecDeque<String>>>;
 pub(crate) struct ChildPump {
     name: String,
     child: Arc<Mutex<Child>>,
-    stdin: Mutex<Option<ChildStdin>>,
+    stdin: Stdin,
     stdout: Mutex<Stdout>,
+    stdout_fd: i32,
     stderr: Mutex<Option<thread::JoinHandle<()>>>,
     tail: Tail,
     closed: Mutex<Option<String>>,
@@ -133,9 +135,10 @@ impl ChildPump {
                 .map_err(|e| format!("cannot start a thread: {e}"))?
         };
         Ok(ChildPump {
+            stdin: Stdin::new(stdin, target.name.clone()),
             name: target.name,
             child,
-            stdin: Mutex::new(Some(stdin)),
+            stdout_fd: std::os::fd::AsRawFd::as_raw_fd(&stdout),
             stdout: Mutex::new(Stdout::new(stdout, config.max_line_bytes)),
             stderr: Mutex::new(Some(stderr)),
             tail,
@@ -146,11 +149,16 @@ impl ChildPump {
     }
 
     /// Records why the connection ended: the exit status, once stderr has had its last words.
+    /// Bounded: `recv` may be called with a zero timeout from the host's event loop, so this
+    /// waits at most [`FINISH_WAIT`] for the child to exit and stderr to end.
     fn finish(&self) -> String {
+        let deadline = Instant::now() + FINISH_WAIT;
         if let Some(stderr) = lock(&self.stderr).take() {
-            let _ = stderr.join();
+            while !stderr.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(2));
+            }
         }
-        let reason = exit_report(&self.child, &self.tail);
+        let reason = exit_report(&self.child, &self.tail, deadline);
         *lock(&self.closed) = Some(reason.clone());
         reason
     }
@@ -164,7 +172,7 @@ impl ChildPump {
             *stopped = true;
         }
         // Closing stdin is the polite request to exit.
-        drop(lock(&self.stdin).take());
+        self.stdin.close();
         let (child, grace, name) = (self.child.clone(), self.grace, self.name.clone());
         let stopper = move || {
             let pid = lock(&child).id();
@@ -198,15 +206,7 @@ impl ChildPump {
 
 impl Pump for ChildPump {
     fn send(&self, message: &str) -> Result<(), String> {
-        let mut stdin = lock(&self.stdin);
-        let Some(pipe) = stdin.as_mut() else {
-            return Err(format!("server `{}` is closed", self.name));
-        };
-        let written = pipe
-            .write_all(message.as_bytes())
-            .and_then(|()| pipe.write_all(b"\n"))
-            .and_then(|()| pipe.flush());
-        written.map_err(|e| format!("cannot write to server `{}`: {e}", self.name))
+        self.stdin.send(message)
     }
 
     fn recv(&self, timeout: Duration) -> Received {
@@ -242,7 +242,18 @@ impl Pump for ChildPump {
     fn close(&self) {
         self.stop();
     }
+
+    fn readable_fd(&self) -> Option<i32> {
+        Some(self.stdout_fd)
+    }
+
+    fn sends_without_blocking(&self) -> bool {
+        true
+    }
 }
+
+/// How long the report of a child that closed its stdout may wait for its exit status.
+const FINISH_WAIT: Duration = Duration::from_millis(250);
 
 impl Drop for ChildPump {
     fn drop(&mut self) {
@@ -303,8 +314,7 @@ fn drain_stderr(stderr: std::process::ChildStderr, name: &str, tail: &Tail) {
 
 /// Why the connection ended: the exit status when the child has exited (waiting briefly for it),
 /// and the tail of its stderr.
-fn exit_report(child: &Mutex<Child>, tail: &Tail) -> String {
-    let deadline = Instant::now() + Duration::from_secs(2);
+fn exit_report(child: &Mutex<Child>, tail: &Tail, deadline: Instant) -> String {
     let status = loop {
         match lock(child).try_wait() {
             Ok(Some(status)) => break Some(status),

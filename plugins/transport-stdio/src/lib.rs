@@ -15,6 +15,7 @@
 mod child;
 mod lines;
 mod listener;
+mod stdin;
 mod stdout;
 
 use runbyte_plugin_api::{

@@ -149,3 +149,26 @@ fn over_long_lines_from_a_child_are_skipped_and_later_lines_arrive() {
     );
     pump.close();
 }
+
+#[test]
+fn sending_never_waits_for_a_child_that_is_not_reading_yet() {
+    // The child reads nothing for half a second; 2 MiB is far more than a pipe holds.
+    let target = json!({"name": "slow", "command": "sh", "args": ["-c", "sleep 0.5; cat"]});
+    let pump = stdio().connect(&target.to_string()).unwrap();
+    assert!(pump.sends_without_blocking());
+    let big = "x".repeat(2 << 20);
+    let started = std::time::Instant::now();
+    pump.send(&big).unwrap();
+    pump.send("after").unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "send waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(next_message(pump.as_ref()), Received::Message(big));
+    assert_eq!(
+        next_message(pump.as_ref()),
+        Received::Message("after".into())
+    );
+    pump.close();
+}
