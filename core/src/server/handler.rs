@@ -247,9 +247,12 @@ impl ServerHandler for Gateway {
     // Logging is deprecated from 2026-07-28 (SEP-2577); the revisions Runbyte serves have it.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
+        // `listChanged`: the session forwards a downstream server's tool changes, so a client
+        // knows to look at /servers again.
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_logging()
                 .build(),
         );
