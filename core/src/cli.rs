@@ -334,8 +334,9 @@ async fn check(config: Config) -> ExitCode {
             Ok(info) => {
                 let kind = info.kind.unwrap_or(PluginKind::Transport);
                 let table = plugin_table(&config, kind, &info.name);
-                match plugin::open_any(&info, &table) {
-                    Ok(_) => println!("plugin   {}  OK", describe(&info)),
+                match plugin::open_as_configured(&search, &info, &table) {
+                    Ok(false) => println!("plugin   {}  OK", describe(&info)),
+                    Ok(true) => println!("plugin   {}  OK (isolated)", describe(&info)),
                     Err(error) => {
                         problems += 1;
                         println!("plugin   {}  FAILED: {error}", describe(&info));
@@ -452,7 +453,7 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
         Err(error) => return fail(&error.to_string()),
     };
     runtime.start().await;
-    let result = match crate::execute::prepare(&runtime, "cli") {
+    let result = match crate::execute::prepare(&runtime, "cli").await {
         Ok(prepared) => {
             let cancel = tokio_util::sync::CancellationToken::new();
             let on_signal = cancel.clone();

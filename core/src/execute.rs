@@ -19,17 +19,30 @@ use crate::{
 
 /// The limits for one execution: each policy's answer, the strictest value of each kind winning
 /// (process isolation is stricter than thread), and the defaults for what no policy sets.
-pub fn limits(policies: &[PolicyPlugin], context: &Value) -> Result<Limits, String> {
-    let answers = policies
-        .iter()
-        .map(|policy| {
-            Ok((
-                policy.info().name.clone(),
-                policy.limits(context).map_err(|e| e.to_string())?,
-            ))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+pub async fn limits(policies: &[PolicyPlugin], context: &Value) -> Result<Limits, String> {
+    let mut answers = Vec::with_capacity(policies.len());
+    for policy in policies {
+        let context = context.clone();
+        let answer = ask(policy, move |policy| policy.limits(&context)).await?;
+        answers.push((policy.info().name.clone(), answer));
+    }
     merge_limits(&answers)
+}
+
+/// One call into a policy. In-process policies answer at once; an isolated one waits on its
+/// child process, so that call goes to a blocking thread rather than holding up the runtime.
+async fn ask(
+    policy: &PolicyPlugin,
+    call: impl FnOnce(&PolicyPlugin) -> Result<Value, crate::plugin::CallError> + Send + 'static,
+) -> Result<Value, String> {
+    if !policy.is_isolated() {
+        return call(policy).map_err(|e| e.to_string());
+    }
+    let (policy, name) = (policy.clone(), policy.info().name.clone());
+    tokio::task::spawn_blocking(move || call(&policy))
+        .await
+        .map_err(|e| format!("policy `{name}`: the call's thread failed: {e}"))?
+        .map_err(|e| e.to_string())
 }
 
 /// Merges policies' `limits` answers (see [`limits`]).
@@ -157,9 +170,10 @@ impl HubBridge {
             "annotations": annotations.unwrap_or(Value::Null),
             "context": context,
         });
-        let mut timeout = call.timeout;
+        let mut granted: Option<Duration> = None;
         for policy in &policies {
-            let verdict = policy.check_call(&request).map_err(|e| e.to_string())?;
+            let asked = request.clone();
+            let verdict = ask(policy, move |policy| policy.check_call(&asked)).await?;
             if verdict.get("allow") != Some(&Value::Bool(true)) {
                 let reason = verdict
                     .get("reason")
@@ -173,13 +187,15 @@ impl HubBridge {
                 ));
             }
             if let Some(ms) = verdict.get("timeout-ms").and_then(Value::as_u64) {
-                // A policy may lengthen a tool's timeout, but never past the time left.
-                timeout = Duration::from_millis(ms).min(call.timeout.max(timeout));
+                // A policy may set a tool's timeout, longer or shorter than the default, but never
+                // past the time the execution has left; several policies: the shortest.
+                let this = Duration::from_millis(ms).min(call.time_left);
+                granted = Some(granted.map_or(this, |before| before.min(this)));
             }
         }
         let options = CallOptions {
             session: Some(session),
-            timeout: Some(timeout),
+            timeout: Some(granted.unwrap_or(call.timeout)),
         };
         let result = hub
             .call(&call.server, &call.tool, call.arguments, options)
@@ -190,6 +206,11 @@ impl HubBridge {
 }
 
 impl ToolBridge for HubBridge {
+    /// The Hub bounds each call (and cancels it downstream when it runs out).
+    fn enforces_timeouts(&self) -> bool {
+        true
+    }
+
     fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>> {
         let context = {
             let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
@@ -426,8 +447,9 @@ pub struct Prepared {
 }
 
 /// Sets up one execution of `session`: the policies' limits and a bridge.
-pub fn prepare(runtime: &crate::runtime::Runtime, session: &str) -> Result<Prepared, String> {
+pub async fn prepare(runtime: &crate::runtime::Runtime, session: &str) -> Result<Prepared, String> {
     let limits = limits(&runtime.policies, &json!({"session": session}))
+        .await
         .map_err(|message| format!("the sandbox policy failed: {message}"))?;
     let id = execution_id();
     let bridge = Arc::new(HubBridge::new(

@@ -90,7 +90,8 @@ impl Runtime {
     /// A runtime with only the Hub: for `runbyte tools` and `runbyte call`, which need no dialect
     /// or policy. Must be called inside the tokio runtime.
     pub fn hub_only(config: Config) -> Arc<Self> {
-        Self::assemble(config, None, Vec::new(), None)
+        let search = PluginSearch::from_config(&config);
+        Self::assemble(config, search, None, Vec::new(), None)
     }
 
     /// The whole gateway: the dialect and every policy opened (an error names the plugin), the
@@ -108,16 +109,22 @@ impl Runtime {
             .map(|name| plugin::open_policy(&search, name, &config.policy_table(name)))
             .collect::<Result<Vec<_>, _>>()?;
         let audit = AuditLog::from_config(&config).map_err(StartError::Audit)?;
-        Ok(Self::assemble(config, Some(dialect), policies, audit))
+        Ok(Self::assemble(
+            config,
+            search,
+            Some(dialect),
+            policies,
+            audit,
+        ))
     }
 
     fn assemble(
         config: Config,
+        search: PluginSearch,
         dialect: Option<plugin::CodegenPlugin>,
         policies: Vec<PolicyPlugin>,
         audit: Option<AuditLog>,
     ) -> Arc<Self> {
-        let search = PluginSearch::from_config(&config);
         let transports = Arc::new(Transports::new(&config, search.clone()));
         let hub = Hub::new(&config, transports.clone());
         let vfs = Arc::new(Vfs::default());

@@ -118,6 +118,19 @@ fn tcp_round_trip(isolate_in_b: bool) {
         text
     };
     b.write("runbyte.toml", &text);
+    let checked = run(b.path(), &["check"]);
+    let tcp_line = checked
+        .stdout
+        .lines()
+        .find(|l| l.contains("librunbyte_transport_tcp"))
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        tcp_line.ends_with("OK (isolated)"),
+        isolate_in_b,
+        "{}",
+        checked.stdout
+    );
     let tools = run(b.path(), &["tools", "upstream"]);
     let called = run(
         b.path(),
@@ -203,4 +216,51 @@ fn an_isolated_plugin_that_panics_is_caught_and_named() {
         "{}",
         opened.stdout
     );
+}
+
+#[tokio::test]
+async fn limits_overrides_per_server_and_per_tool_apply_in_executions() {
+    let dir = TempDir::new("limits-overrides");
+    let extra = format!(
+        "{}[sandbox.limits]\ncall-timeout-ms = 300\n[sandbox.limits.servers.demo]\nmax-tool-calls = 2\n[sandbox.limits.servers.test.tools.slow]\ncall-timeout-ms = 3000\n",
+        runbyte_tests::test_server_table("test", &[], "")
+    );
+    dir.write("runbyte.toml", &config_with(&extra));
+    let client = client(&dir).await;
+    let program = r#"
+        import { echo } from './servers/demo';
+        import { slow, hang } from './servers/test';
+        const out: string[] = [];
+        // One tool's longer timeout: 800 ms, although the default is 300 ms.
+        out.push(String(await slow({ ms: 800 })));
+        // The default still holds elsewhere.
+        try { await hang({}); } catch (e) { out.push((e as Error).message); }
+        // One server's budget: two calls per execution.
+        await echo({ message: '1' });
+        await echo({ message: '2' });
+        try { await echo({ message: '3' }); } catch (e) { out.push((e as Error).message); }
+        export default out;
+    "#;
+    let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+    assert!(!error, "{text}");
+    let out = result_json(&text);
+    assert!(
+        !out[0].as_str().unwrap().contains("did not answer"),
+        "{out}"
+    );
+    assert!(
+        out[1]
+            .as_str()
+            .unwrap()
+            .contains("test/hang did not answer within 300 ms"),
+        "{out}"
+    );
+    assert!(
+        out[2]
+            .as_str()
+            .unwrap()
+            .contains("server `demo` allows at most 2 tool calls per execution"),
+        "{out}"
+    );
+    client.cancel().await.unwrap();
 }

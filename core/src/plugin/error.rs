@@ -106,7 +106,15 @@ pub enum CallError {
         entry: &'static str,
         message: String,
     },
-    /// An isolated plugin's host process died or could not be started.
+    /// An isolated plugin's host process died, hung or could not be started.
     #[error("isolated plugin `{plugin}` is unavailable: {message}")]
     Isolated { plugin: String, message: String },
+    /// An isolated plugin's own failure, as its host process reported it (the message already
+    /// names the plugin and the call).
+    #[error("{message}")]
+    Remote {
+        plugin: String,
+        panicked: bool,
+        message: String,
+    },
 }

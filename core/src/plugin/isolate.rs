@@ -265,12 +265,26 @@ impl IsolatedHost {
                 message: format!("cannot reach its process: {error}"),
             });
         }
-        receiver.recv().unwrap_or_else(|_| {
-            Err(CallError::Isolated {
+        match receiver.recv_timeout(CALL_TIMEOUT) {
+            Ok(reply) => reply,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(CallError::Isolated {
                 plugin: self.info.name.clone(),
                 message: "its process went away".to_owned(),
-            })
-        })
+            }),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                lock(&conn.pending).remove(&id);
+                // Hung: stop it; its reader fails what else was waiting, and the next call starts
+                // it again.
+                let _ = lock(&conn.child).kill();
+                Err(CallError::Isolated {
+                    plugin: self.info.name.clone(),
+                    message: format!(
+                        "`{op}` got no answer within {} s; its process was stopped",
+                        CALL_TIMEOUT.as_secs()
+                    ),
+                })
+            }
+        }
     }
 }
 
@@ -301,33 +315,25 @@ fn describe(status: &std::process::ExitStatus) -> String {
     }
 }
 
+/// The child's report of a failed call: its message, which already names the plugin and the
+/// entry point, kept as it is.
 fn call_error(plugin: &str, error: &Value) -> CallError {
     let message = error
         .get("message")
         .and_then(Value::as_str)
         .unwrap_or("unknown error")
         .to_owned();
-    let entry = "isolated call";
-    match error.get("kind").and_then(Value::as_str) {
-        Some("panicked") => CallError::Panicked {
-            plugin: plugin.to_owned(),
-            entry,
-            message,
-        },
-        Some("bad-answer") => CallError::BadAnswer {
-            kind: PluginKind::Policy,
-            plugin: plugin.to_owned(),
-            entry,
-            message,
-        },
-        _ => CallError::Failed {
-            kind: PluginKind::Policy,
-            plugin: plugin.to_owned(),
-            entry,
-            message,
-        },
+    let panicked = error.get("kind").and_then(Value::as_str) == Some("panicked");
+    CallError::Remote {
+        plugin: plugin.to_owned(),
+        panicked,
+        message,
     }
 }
+
+/// How long one call into an isolated plugin may take before its process is taken for hung and
+/// stopped (blocking calls such as `recv` and `accept` wait at most [`MAX_WAIT`] each).
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a child's blocking `recv` or `accept` may wait at most per request; the host asks
 /// again.

@@ -234,11 +234,27 @@ pub fn open_policy(
     }
 }
 
-/// Opens a plugin file as whatever kind it says it is, with an empty configuration: for
-/// `runbyte check` and `runbyte plugins`, which vouch for every file they find.
+/// Opens a plugin file as whatever kind it says it is, in this process: for tests that vouch for
+/// a file.
 pub fn open_any(info: &PluginInfo, config: &serde_json::Value) -> Result<PluginKind, PluginError> {
     let kind = info.kind.unwrap_or(PluginKind::Transport);
     load::open(info, kind, config).map(|instance| instance.kind())
+}
+
+/// Opens a plugin file the way the configuration says to (in a child process when it is
+/// isolated, so that one that crashes takes down only that); whether it was isolated. For
+/// `runbyte check`, which vouches for every file it finds.
+pub fn open_as_configured(
+    search: &PluginSearch,
+    info: &PluginInfo,
+    config: &serde_json::Value,
+) -> Result<bool, PluginError> {
+    let kind = info.kind.unwrap_or(PluginKind::Transport);
+    if search.is_isolated(info) {
+        // Started (and its configuration accepted) by the child; stopped when dropped here.
+        return isolate::IsolatedHost::start(info.clone(), kind, config.clone()).map(|_| true);
+    }
+    load::open(info, kind, config).map(|_| false)
 }
 
 // `load::open` checks the instance's kind, so a mismatch here cannot happen; answer with the

@@ -489,6 +489,11 @@ impl PolicyPlugin {
         }
     }
 
+    /// Whether the plugin runs in a child process (its calls then wait on a pipe).
+    pub fn is_isolated(&self) -> bool {
+        matches!(self.backend, Backend::Isolated(_))
+    }
+
     pub(super) fn isolated(host: Arc<IsolatedHost>) -> Self {
         PolicyPlugin {
             info: host.info().clone(),

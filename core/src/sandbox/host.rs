@@ -420,16 +420,23 @@ async fn call(
     if timeout.is_zero() {
         return;
     }
+    // A bridge that bounds its calls itself may grant one tool longer than the default.
+    let bound = if bridge.enforces_timeouts() {
+        left
+    } else {
+        timeout
+    };
     let request = ToolCall {
         server: server.clone(),
         tool: tool.clone(),
         arguments,
         timeout,
+        time_left: left,
     };
-    let (ok, err) = match tokio::time::timeout(timeout, bridge.call(request)).await {
+    let (ok, err) = match tokio::time::timeout(bound, bridge.call(request)).await {
         Ok(Ok(value)) => (Some(value.to_string()), None),
         Ok(Err(message)) => (None, Some(message)),
-        Err(_) if timeout < call_timeout => return,
+        Err(_) if bound < call_timeout => return,
         Err(_) => (
             None,
             Some(format!(

@@ -119,8 +119,11 @@ pub struct ToolCall {
     pub tool: String,
     /// Exactly the arguments the program passed, as JSON.
     pub arguments: Value,
-    /// How long the call may take: the call timeout, bounded by the time the execution has left.
+    /// How long the call may take by default: the call timeout, bounded by the time the
+    /// execution has left.
     pub timeout: Duration,
+    /// The time the execution has left: the most any call may take, whatever a policy says.
+    pub time_left: Duration,
 }
 
 /// Where tool calls go: the host's policy check and the Hub.
@@ -128,6 +131,13 @@ pub trait ToolBridge: Send + Sync {
     /// Makes one call. `Ok(value)` is what the program's `await` yields; `Err(message)` is thrown
     /// in the program as an `Error` with that message.
     fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>>;
+
+    /// Whether the bridge bounds each call itself (by `timeout`, or by a longer time a policy
+    /// grants a tool, never past `time_left`). If not (the default), the sandbox stops a call at
+    /// `timeout`; either way it stops every call at the execution's deadline.
+    fn enforces_timeouts(&self) -> bool {
+        false
+    }
 }
 
 /// One console line.

@@ -195,7 +195,7 @@ impl Gateway {
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
         };
         self.runtime.ready().await;
-        let prepared = match execute::prepare(&self.runtime, &self.session) {
+        let prepared = match execute::prepare(&self.runtime, &self.session).await {
             Ok(prepared) => prepared,
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
         };

@@ -131,6 +131,11 @@ async fn serve_session(runtime: Arc<Runtime>, accepted: Accepted) {
             let _ = running.waiting().await;
             forward.abort();
         }
+        // A client that connects and leaves before `initialize` (a port probe, a health check)
+        // is not a problem worth a warning.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::debug!(%peer, %session, "client left before initializing");
+        }
         Err(error) => tracing::warn!(%peer, %session, "client session failed to start: {error}"),
     }
     runtime.hub.end_session(&session).await;
