@@ -94,6 +94,7 @@ fn execute(source: &str, isolation: Isolation) -> Value {
         modules: fixture.modules.clone(),
         bridge: Arc::new(Echo),
         cancel: CancellationToken::new(),
+        client: "bench".to_owned(),
     };
     let outcome = fixture.runtime.block_on(fixture.sandbox.execute(execution));
     outcome.result.unwrap()

@@ -1,6 +1,7 @@
 //! The audit log: one JSON line per execution and per tool call, with who (session), what
-//! (server, tool), how long and how it ended. Configured secrets (every header and environment
-//! value of every server) are redacted from each line before it is written.
+//! (server, tool), how long and how it ended. Configured secrets (`crate::redact`: header and
+//! environment values, URL userinfo and query values, token files) are redacted from each line
+//! before it is written, in their raw and their JSON-escaped forms.
 
 use std::{
     fs::{File, OpenOptions},
@@ -12,10 +13,7 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::config::Config;
-
-/// Shortest value treated as a secret: shorter ones would redact ordinary words.
-const MIN_SECRET_LEN: usize = 6;
+use crate::{config::Config, redact::Secrets};
 
 /// A shared audit log. Cheap to clone.
 #[derive(Clone)]
@@ -25,7 +23,7 @@ pub struct AuditLog {
 
 struct Inner {
     file: Mutex<File>,
-    secrets: Vec<String>,
+    secrets: Secrets,
 }
 
 impl AuditLog {
@@ -34,30 +32,38 @@ impl AuditLog {
         let Some(path) = &config.server.audit_log else {
             return Ok(None);
         };
-        let mut secrets: Vec<String> = config
-            .servers
-            .values()
-            .flat_map(|server| server.headers.values().chain(server.env.values()))
-            .flat_map(|value| {
-                // `Bearer abc123` redacts the token as well as the whole value.
-                let mut parts = vec![value.clone()];
-                parts.extend(value.split_whitespace().map(str::to_owned));
-                parts
-            })
-            .filter(|value| value.len() >= MIN_SECRET_LEN)
-            .collect();
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
+        let secrets = Secrets::from_config(config);
         Self::open(path, secrets).map(Some)
     }
 
-    /// Opens `path` for appending, redacting `secrets` from every line.
-    pub fn open(path: &Path, secrets: Vec<String>) -> Result<AuditLog, String> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
+    /// Opens `path` for appending, redacting `secrets` from every line. A new file is created
+    /// owner-only (0600): it holds session ids and error texts. An existing file that others
+    /// may read is used, with a warning.
+    pub fn open(path: &Path, secrets: Secrets) -> Result<AuditLog, String> {
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let file = options
             .open(path)
             .map_err(|e| format!("cannot open the audit log {}: {e}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = file
+                .metadata()
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0);
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    "the audit log {} is open to other users (mode {mode:04o}); `chmod 600` it",
+                    path.display()
+                );
+            }
+        }
         Ok(AuditLog {
             inner: Arc::new(Inner {
                 file: Mutex::new(file),
@@ -71,12 +77,7 @@ impl AuditLog {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         record["time"] = json!(format!("{}.{:03}", now.as_secs(), now.subsec_millis()));
-        let mut line = record.to_string();
-        for secret in &self.inner.secrets {
-            if line.contains(secret.as_str()) {
-                line = line.replace(secret.as_str(), "[REDACTED]");
-            }
-        }
+        let mut line = self.inner.secrets.redact(&record.to_string()).into_owned();
         line.push('\n');
         let Ok(mut file) = self.inner.file.lock() else {
             return;
@@ -144,9 +145,13 @@ mod tests {
     fn lines_are_json_and_secrets_are_redacted() {
         let path = std::env::temp_dir().join(format!("runbyte-audit-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let log =
-            AuditLog::open(&path, vec!["Bearer tok-123456".into(), "tok-123456".into()]).unwrap();
-        let error = "HTTP 401 with Authorization: Bearer tok-123456".to_owned();
+        let secrets = Secrets::new([
+            "Bearer tok-123456".into(),
+            "tok-123456".into(),
+            "q\"uo\\te".into(),
+        ]);
+        let log = AuditLog::open(&path, secrets).unwrap();
+        let error = "HTTP 401 with Authorization: Bearer tok-123456 and q\"uo\\te".to_owned();
         log.tool_call(
             "s1",
             "x1",
@@ -158,14 +163,37 @@ mod tests {
         log.execution("s1", "x1", Duration::from_millis(40), 1, None);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains("tok-123456"), "{text}");
+        // A secret holding `"` or `\` is caught as it reads inside the JSON line.
+        assert!(!text.contains("uo"), "{text}");
         let lines: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines[0]["event"], "tool_call");
         assert_eq!(lines[0]["outcome"], "error");
-        assert_eq!(lines[0]["error"], "HTTP 401 with Authorization: [REDACTED]");
+        assert_eq!(
+            lines[0]["error"],
+            "HTTP 401 with Authorization: [REDACTED] and [REDACTED]"
+        );
         assert_eq!(lines[1]["tool_calls"], 1);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_log_is_owner_only_and_an_open_one_is_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("runbyte-audit-mode-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        AuditLog::open(&path, Secrets::default()).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        // An existing log others can read is still used (with a warning), and left as it is.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let log = AuditLog::open(&path, Secrets::default()).unwrap();
+        log.execution("s", "x", Duration::from_millis(1), 0, None);
+        assert_eq!(mode(&path), 0o644);
+        assert!(std::fs::read_to_string(&path).unwrap().contains("\"s\""));
         let _ = std::fs::remove_file(&path);
     }
 }

@@ -207,7 +207,7 @@ fn block_on(future: impl Future<Output = ExitCode>) -> ExitCode {
 }
 
 fn fail(message: &str) -> ExitCode {
-    eprintln!("error: {message}");
+    eprintln!("error: {}", crate::redact::redact(message));
     ExitCode::FAILURE
 }
 
@@ -380,7 +380,12 @@ async fn check(config: Config) -> ExitCode {
     runtime.hub.start().await;
     for view in runtime.hub.servers().await {
         match view.status {
-            Status::Ready => println!("server   {:<16} OK  {} tools", view.name, view.tools.len()),
+            Status::Ready => {
+                println!("server   {:<16} OK  {} tools", view.name, view.tools.len());
+                for warning in view.warnings.iter() {
+                    println!("         {:<16} warning: {warning}", "");
+                }
+            }
             Status::Failed { error, .. } => {
                 problems += 1;
                 println!("server   {:<16} FAILED: {error}", view.name);
@@ -425,6 +430,9 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
             }
             Status::Starting => println!("{} (starting)", view.name),
         }
+        for warning in view.warnings.iter() {
+            println!("  warning: {warning}");
+        }
         for tool in view.tools.iter() {
             let description = tool.description.as_deref().unwrap_or_default();
             let first_line = description.lines().next().unwrap_or_default();
@@ -455,16 +463,21 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
     runtime.start().await;
     let result = match crate::execute::prepare(&runtime, "cli").await {
         Ok(prepared) => {
+            // SIGINT or SIGTERM stops the program; the servers are then stopped below, as after
+            // any run, rather than orphaned by a process killed mid-call.
             let cancel = tokio_util::sync::CancellationToken::new();
             let on_signal = cancel.clone();
             tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    on_signal.cancel();
-                }
+                let signal = shutdown_signal().await;
+                tracing::info!("{signal}: stopping the program");
+                on_signal.cancel();
             });
             crate::execute::run(&runtime, "cli", &prepared, code, cancel).await
         }
-        Err(message) => return fail(&message),
+        Err(message) => {
+            runtime.hub.shutdown().await;
+            return fail(&message);
+        }
     };
     runtime.hub.shutdown().await;
     for block in &result.content {

@@ -1,5 +1,9 @@
 //! The codegen driver: asks the dialect plugin for each server's files, keeps them, and on a
 //! tool-list change regenerates that server and swaps the whole VFS snapshot at once.
+//!
+//! It follows the Hub from the moment it is made, so the VFS has a folder for every server at
+//! once: a server still starting has one that says so, and each server's tools appear as soon
+//! as it has listed them, whatever the others are doing.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -98,6 +102,8 @@ pub struct CodegenDriver {
     state: tokio::sync::Mutex<BTreeMap<String, ServerFiles>>,
     generation: std::sync::atomic::AtomicU64,
     extension: std::sync::Mutex<String>,
+    /// Whether a task already follows the Hub's events.
+    following: std::sync::atomic::AtomicBool,
 }
 
 impl CodegenDriver {
@@ -105,7 +111,7 @@ impl CodegenDriver {
     pub fn new(dialect: CodegenPlugin, hub: Hub, vfs: Arc<Vfs>) -> Arc<Self> {
         let names = hub.server_names();
         let folders = folder_names(names.iter().map(String::as_str));
-        Arc::new(CodegenDriver {
+        let driver = Arc::new(CodegenDriver {
             dialect,
             hub,
             vfs,
@@ -113,7 +119,22 @@ impl CodegenDriver {
             state: tokio::sync::Mutex::new(BTreeMap::new()),
             generation: std::sync::atomic::AtomicU64::new(0),
             extension: std::sync::Mutex::new("ts".to_owned()),
-        })
+            following: std::sync::atomic::AtomicBool::new(false),
+        });
+        // Inside a runtime (always, but for unit tests that build one by hand), follow the Hub
+        // now: the first snapshot does not wait for any server.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let events = driver.hub.subscribe();
+            driver
+                .following
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let follower = driver.clone();
+            runtime.spawn(async move {
+                follower.rebuild_all().await;
+                follower.follow(events).await;
+            });
+        }
+        driver
     }
 
     /// The dialect in use.
@@ -122,8 +143,19 @@ impl CodegenDriver {
     }
 
     /// Keeps regenerating the servers whose tools change, as `events` (subscribed before the
-    /// last full rebuild, so nothing is missed) reports them.
-    pub async fn run(self: Arc<Self>, mut events: tokio::sync::broadcast::Receiver<HubEvent>) {
+    /// last full rebuild, so nothing is missed) reports them. Returns at once when the driver
+    /// already follows the Hub (it does from the start when made inside a runtime).
+    pub async fn run(self: Arc<Self>, events: tokio::sync::broadcast::Receiver<HubEvent>) {
+        if self
+            .following
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        self.follow(events).await;
+    }
+
+    async fn follow(&self, mut events: tokio::sync::broadcast::Receiver<HubEvent>) {
         loop {
             match events.recv().await {
                 Ok(HubEvent::ToolsChanged { server }) => self.regenerate(&[server]).await,
@@ -153,16 +185,13 @@ impl CodegenDriver {
             let view = self.hub.server(server).await;
             let generated = match view {
                 Some(view) if view.status == Status::Ready => {
-                    self.generate_server(server, folder, view.tools.clone())
+                    self.generate_server(server, folder, view.tools.clone(), &view.warnings)
                         .await
                 }
-                Some(view) => {
-                    let reason = match view.status {
-                        Status::Failed { error, .. } => error,
-                        _ => "starting".to_owned(),
-                    };
-                    Ok(self.down_folder(server, folder, &reason))
-                }
+                Some(view) => Ok(match view.status {
+                    Status::Failed { error, .. } => self.down_folder(server, folder, &error),
+                    _ => self.starting_folder(server, folder),
+                }),
                 None => continue,
             };
             let files = generated.unwrap_or_else(|error| {
@@ -209,6 +238,7 @@ impl CodegenDriver {
         server: &str,
         folder: &str,
         tools: Arc<Vec<Tool>>,
+        warnings: &[String],
     ) -> Result<ServerFiles, String> {
         let request =
             json!({"kind": "server", "server": server, "folder": folder, "tools": tools.as_ref()});
@@ -217,8 +247,12 @@ impl CodegenDriver {
             tracing::warn!(server, dialect = %self.dialect.info().name, "{warning}");
         }
         let prefix = format!("{folder}/");
+        let index = format!("{folder}/index.{}", self.extension());
         let mut files = Vec::new();
-        for file in response.files {
+        for mut file in response.files {
+            if file.path == index && !warnings.is_empty() {
+                file.content = format!("{}{}", warning_lines(server, warnings), file.content);
+            }
             if !file.path.starts_with(&prefix)
                 || file.path.split('/').any(|part| part == ".." || part == ".")
             {
@@ -261,6 +295,23 @@ impl CodegenDriver {
             tools: entries,
         };
         Ok(ServerFiles { files, folder })
+    }
+
+    fn starting_folder(&self, server: &str, folder: &str) -> ServerFiles {
+        let content = format!(
+            "// Server `{}` is starting: its tools appear here once it has listed them.\n// A program that imports it waits for it (within the program's time limit).\nexport {{}};\n",
+            comment_safe(server)
+        );
+        let path = format!("/servers/{folder}/index.{}", self.extension());
+        ServerFiles {
+            files: vec![(path, File::new(content))],
+            folder: ServerFolder {
+                server: server.to_owned(),
+                folder: folder.to_owned(),
+                status: FolderStatus::Starting,
+                tools: Vec::new(),
+            },
+        }
     }
 
     fn down_folder(&self, server: &str, folder: &str, reason: &str) -> ServerFiles {
@@ -323,6 +374,20 @@ impl CodegenDriver {
             }
         }
     }
+}
+
+/// The comment a server's index opens with when some of its tools were mended or left out.
+fn warning_lines(server: &str, warnings: &[String]) -> String {
+    let mut out = format!(
+        "// Warning: some tools of server `{}` are not as it lists them:\n",
+        comment_safe(server)
+    );
+    for warning in warnings {
+        out.push_str("//   ");
+        out.push_str(&comment_safe(warning));
+        out.push('\n');
+    }
+    out
 }
 
 /// A description's first sentence or line, at most 160 characters.

@@ -239,7 +239,11 @@ impl ToolBridge for HubBridge {
         async move {
             let started = std::time::Instant::now();
             let (server, tool) = (call.server.clone(), call.tool.clone());
-            let result = Self::call_tool(hub, policies, context, call, session.clone()).await;
+            // An error may quote a server's URL or what it answered: redacted before the
+            // program (or the audit log) sees it.
+            let result = Self::call_tool(hub, policies, context, call, session.clone())
+                .await
+                .map_err(|error| crate::redact::redact(&error).into_owned());
             if let Some(audit) = audit {
                 audit.tool_call(
                     &session,
@@ -391,9 +395,14 @@ pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
         logs.push_str(&line.text);
         logs.push('\n');
     }
+    let queued = if outcome.queued >= std::time::Duration::from_millis(1) {
+        format!(" (after {} ms queued)", outcome.queued.as_millis())
+    } else {
+        String::new()
+    };
     let summary = format!(
-        "{} ms · {} tool call{} · {} failed",
-        outcome.duration.as_millis(),
+        "{} ms{queued} · {} tool call{} · {} failed",
+        outcome.duration.saturating_sub(outcome.queued).as_millis(),
         outcome.calls,
         if outcome.calls == 1 { "" } else { "s" },
         outcome.failed_calls
@@ -411,6 +420,8 @@ pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
     text.push_str("\n--- ");
     text.push_str(&summary);
     text.push_str(" ---");
+    // What a downstream answered may quote a configured secret back.
+    let text = crate::redact::redact(&text).into_owned();
     let mut content = vec![ContentBlock::text(text)];
     content.extend(blocks);
     if failed {
@@ -462,6 +473,40 @@ pub async fn prepare(runtime: &crate::runtime::Runtime, session: &str) -> Result
     Ok(Prepared { id, limits, bridge })
 }
 
+/// The VFS once no server `code` imports is starting, and the limits with the time that took
+/// taken from the program's: a server still starting is waited for within the program's time
+/// limit, and a program that imports none never waits.
+async fn imports_ready(
+    runtime: &crate::runtime::Runtime,
+    prepared: &Prepared,
+    code: &str,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(Arc<crate::vfs::Snapshot>, Limits), CallToolResult> {
+    let deadline = tokio::time::Instant::now() + prepared.limits.timeout;
+    let ready = tokio::select! {
+        ready = runtime.vfs.ready_for(code, deadline) => ready,
+        () = cancel.cancelled() => {
+            return Err(CallToolResult::error(vec![ContentBlock::text(
+                "Cancelled: while waiting for the servers it imports to start",
+            )]));
+        }
+    };
+    let snapshot = ready.map_err(|starting| {
+        let starting: Vec<String> = starting
+            .iter()
+            .map(|folder| format!("`./servers/{folder}`"))
+            .collect();
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "Timeout: the program imports {} still starting when its {} ms ran out; it did not run",
+            starting.join(", "),
+            prepared.limits.timeout.as_millis()
+        ))])
+    })?;
+    let mut limits = prepared.limits.clone();
+    limits.timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+    Ok((snapshot, limits))
+}
+
 /// Runs a prepared execution of `code` to its end and renders what the client gets.
 pub async fn run(
     runtime: &crate::runtime::Runtime,
@@ -470,14 +515,19 @@ pub async fn run(
     code: String,
     cancel: tokio_util::sync::CancellationToken,
 ) -> CallToolResult {
+    let (snapshot, limits) = match imports_ready(runtime, prepared, &code, &cancel).await {
+        Ok(ready) => ready,
+        Err(refusal) => return refusal,
+    };
     let outcome = runtime
         .sandbox()
         .execute(crate::sandbox::Execution {
             source: code,
-            limits: prepared.limits.clone(),
-            modules: Arc::new(crate::vfs::Modules(runtime.vfs.snapshot())),
+            limits,
+            modules: Arc::new(crate::vfs::Modules(snapshot)),
             bridge: prepared.bridge.clone(),
             cancel,
+            client: session.to_owned(),
         })
         .await;
     if let Some(audit) = &runtime.audit {

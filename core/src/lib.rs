@@ -13,6 +13,7 @@ pub mod hub;
 pub mod logging;
 pub mod plugin;
 pub mod pump;
+pub mod redact;
 pub mod runtime;
 pub mod sandbox;
 pub mod server;

@@ -13,7 +13,11 @@ use std::{
     time::Duration,
 };
 
-use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
+use rmcp::{
+    model::{JsonRpcMessage, RequestId},
+    service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage},
+};
+use runbyte_plugin_api::transport::SEND_REFUSED;
 use tokio::sync::mpsc;
 
 use crate::plugin::{Pump, Received};
@@ -47,8 +51,12 @@ impl CloseReason {
 pub struct PumpTransport<R: ServiceRole> {
     pump: Pump,
     incoming: mpsc::Receiver<RxJsonRpcMessage<R>>,
-    /// The writer thread's queue; `None` when the pump's `send` never blocks and is called here.
-    outgoing: Option<std_mpsc::Sender<String>>,
+    /// The writer thread's queue (each message with the id of the request it carries, if
+    /// any); `None` when the pump's `send` never blocks and is called here.
+    outgoing: Option<std_mpsc::Sender<(String, Option<RequestId>)>>,
+    /// Where a refused request's error answer goes: the reader's queue, held weakly so that
+    /// the reader ending still ends the stream.
+    answers: mpsc::WeakSender<RxJsonRpcMessage<R>>,
     stop: Arc<AtomicBool>,
     cancel: tokio_util::sync::CancellationToken,
     reason: CloseReason,
@@ -79,14 +87,17 @@ impl<R: ServiceRole> Reader<R> {
         match serde_json::from_str::<RxJsonRpcMessage<R>>(text) {
             Ok(message) => Parsed::Message(message),
             Err(error) => match self.on_garbage {
-                OnGarbage::Skip => {
-                    tracing::warn!(
-                        peer = %self.peer,
-                        "ignoring a message that is not valid JSON-RPC ({error}): {}",
-                        excerpt(text)
-                    );
-                    Parsed::Skip
-                }
+                OnGarbage::Recover => match recover::<R>(text, &error) {
+                    Some(message) => Parsed::Message(message),
+                    None => {
+                        tracing::warn!(
+                            peer = %self.peer,
+                            "ignoring a message that is not valid JSON-RPC ({error}): {}",
+                            excerpt(text)
+                        );
+                        Parsed::Skip
+                    }
+                },
                 OnGarbage::Answer => {
                     tracing::debug!(peer = %self.peer, "refused a message: {error}");
                     garbage_answer(text, &error).map_or(Parsed::Skip, Parsed::Answer)
@@ -194,8 +205,11 @@ impl std::os::fd::AsRawFd for PluginFd {
 /// What to do with a line that does not parse as a message for this role.
 #[derive(Clone, Copy)]
 pub enum OnGarbage {
-    /// Log it with the peer's name and skip it (a downstream server's stray output).
-    Skip,
+    /// A downstream server's output: a `tools/list` answer whose tools nest too deep has those
+    /// fields cut (see [`TOO_DEEP`]) so that its other tools stand; an answer that still cannot
+    /// be read but whose `id` can be recovered fails that request at once, with the reason; the
+    /// rest (stray output) is logged with the peer's name and skipped.
+    Recover,
     /// Answer with the JSON-RPC error the spec asks for (-32700, -32600, -32602): an upstream
     /// client deserves to know.
     Answer,
@@ -210,21 +224,32 @@ impl<R: ServiceRole> PumpTransport<R> {
         let outgoing = if pump.sends_without_blocking() {
             None
         } else {
-            let (outgoing, out_rx) = std_mpsc::channel::<String>();
-            let (writer_pump, writer_reason, writer_peer) =
-                (pump.clone(), reason.clone(), peer.clone());
+            let (outgoing, out_rx) = std_mpsc::channel::<(String, Option<RequestId>)>();
+            let (writer_pump, writer_reason, writer_peer, answers) = (
+                pump.clone(),
+                reason.clone(),
+                peer.clone(),
+                in_tx.downgrade(),
+            );
             let spawned_writer = std::thread::Builder::new()
                 .name(format!("pump-write-{peer}"))
                 .spawn(move || {
-                    while let Ok(message) = out_rx.recv() {
-                        if let Err(error) = writer_pump.send(&message) {
-                            fail(
-                                &writer_pump,
-                                &writer_reason,
-                                &writer_peer,
-                                &error.to_string(),
-                            );
-                            return;
+                    while let Ok((message, id)) = out_rx.recv() {
+                        let Err(error) = writer_pump.send(&message) else {
+                            continue;
+                        };
+                        let error = error.to_string();
+                        match refusal::<R>(&writer_peer, &error, id) {
+                            Refusal::NotRefused => {
+                                fail(&writer_pump, &writer_reason, &writer_peer, &error);
+                                return;
+                            }
+                            Refusal::Dropped => {}
+                            Refusal::Answer(answer) => {
+                                if let Some(answers) = answers.upgrade() {
+                                    let _ = answers.blocking_send(answer);
+                                }
+                            }
                         }
                     }
                 });
@@ -234,6 +259,7 @@ impl<R: ServiceRole> PumpTransport<R> {
             Some(outgoing)
         };
 
+        let answers = in_tx.downgrade();
         let reader = Reader::<R> {
             pump: pump.clone(),
             peer,
@@ -261,6 +287,7 @@ impl<R: ServiceRole> PumpTransport<R> {
             pump,
             incoming,
             outgoing,
+            answers,
             stop,
             cancel,
             reason,
@@ -280,6 +307,43 @@ impl<R: ServiceRole> Drop for PumpTransport<R> {
     }
 }
 
+/// What to make of a failed send.
+enum Refusal<R: ServiceRole> {
+    /// The connection is unusable.
+    NotRefused,
+    /// Only this message was refused, and it carried no request: nothing to answer.
+    Dropped,
+    /// Only this message was refused: this error answers the request it carried.
+    Answer(RxJsonRpcMessage<R>),
+}
+
+/// Whether `error` refuses one message only (the plugin's reason starts with
+/// [`SEND_REFUSED`]), and if so, the error answer to the request `id` it carried: the caller
+/// learns why at once, and the connection and every other caller carry on.
+fn refusal<R: ServiceRole>(peer: &str, error: &str, id: Option<RequestId>) -> Refusal<R> {
+    let Some(at) = error.find(SEND_REFUSED) else {
+        return Refusal::NotRefused;
+    };
+    let why = &error[at + SEND_REFUSED.len()..];
+    tracing::warn!(peer = %peer, "a message was refused: {why}");
+    let Some(id) = id else {
+        return Refusal::Dropped;
+    };
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": MESSAGE_REFUSED, "message": why},
+    });
+    match serde_json::from_value(answer) {
+        Ok(answer) => Refusal::Answer(answer),
+        Err(_) => Refusal::Dropped,
+    }
+}
+
+/// The JSON-RPC error code of the answer that stands in for a request the transport refused:
+/// in the range the spec leaves to implementations.
+const MESSAGE_REFUSED: i64 = -32001;
+
 /// Ends a connection whose sending failed: the reader then reports it closed and every request
 /// in flight fails at once.
 fn fail(pump: &Pump, reason: &CloseReason, peer: &str, error: &str) {
@@ -294,6 +358,189 @@ fn excerpt(text: &str) -> String {
         short.push('…');
     }
     short
+}
+
+/// What stands in, in a `tools/list` answer, for a tool's field that nests deeper than the JSON
+/// parser allows: the hub reads it as "this schema is too deep".
+pub const TOO_DEEP: &str = "runbyte: nested deeper than 127 levels";
+
+/// How deep serde_json lets a message nest (its recursion limit is 128).
+const MAX_DEPTH: usize = 127;
+
+/// The JSON-RPC error code of the answer that stands in for one the peer sent but that could
+/// not be read: the spec's "parse error".
+const UNREADABLE: i64 = -32700;
+
+/// Makes what it can of a message from a downstream server that did not parse (only ever called
+/// then, so the well-formed path pays nothing): a `tools/list` answer with too-deep tool fields
+/// cut, else an error answer to the request whose `id` it carries.
+fn recover<R: ServiceRole>(text: &str, error: &serde_json::Error) -> Option<RxJsonRpcMessage<R>> {
+    let scan = Scan::of(text);
+    if scan.too_deep
+        && scan.only_in_tools
+        && let Some(cut) = scan.cut(text)
+        && let Ok(message) = serde_json::from_str::<RxJsonRpcMessage<R>>(&cut)
+    {
+        return Some(message);
+    }
+    let id = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) => {
+            if value.get("method").is_some() {
+                return None;
+            }
+            value.get("id").cloned()?
+        }
+        Err(_) => serde_json::from_str(scan.id.and_then(|(a, b)| text.get(a..b))?).ok()?,
+    };
+    if !(id.is_string() || id.is_number()) {
+        return None;
+    }
+    let why = if scan.too_deep {
+        format!("the answer nests deeper than {MAX_DEPTH} levels")
+    } else {
+        format!("the answer is not a valid JSON-RPC response ({error})")
+    };
+    tracing::warn!("{why}: failing request {id}");
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": UNREADABLE, "message": why},
+    });
+    serde_json::from_value(answer).ok()
+}
+
+/// One pass over a message's text, building nothing: how deep it nests, where, and where its
+/// `id` is.
+#[derive(Debug, Default)]
+struct Scan {
+    /// Whether it nests deeper than [`MAX_DEPTH`].
+    too_deep: bool,
+    /// Whether every too-deep place lies in a field of a tool in `result.tools`.
+    only_in_tools: bool,
+    /// The byte ranges of the tool fields to cut.
+    cuts: Vec<(usize, usize)>,
+    /// The byte range of the top-level `id` value.
+    id: Option<(usize, usize)>,
+}
+
+/// A container open during a [`Scan`].
+struct Open {
+    object: bool,
+    /// In an object: whether the next string is a key.
+    expect_key: bool,
+    /// In an object: the last key's raw bytes.
+    key: (usize, usize),
+}
+
+impl Scan {
+    fn of(text: &str) -> Scan {
+        let bytes = text.as_bytes();
+        let mut scan = Scan {
+            only_in_tools: true,
+            ..Scan::default()
+        };
+        let mut stack: Vec<Open> = Vec::new();
+        // The tool field being read (its start, and whether it went too deep).
+        let mut field: Option<(usize, bool)> = None;
+        let mut value_start: Option<usize> = None;
+        let key_is = |stack: &[Open], at: usize, name: &str| {
+            stack.get(at).is_some_and(|open| {
+                open.object && bytes.get(open.key.0..open.key.1) == Some(name.as_bytes())
+            })
+        };
+        let mut i = 0;
+        while i < bytes.len() {
+            let byte = bytes[i];
+            match byte {
+                b'"' => {
+                    let start = i;
+                    i += 1;
+                    while i < bytes.len() && bytes[i] != b'"' {
+                        i += if bytes[i] == b'\\' { 2 } else { 1 };
+                    }
+                    if let Some(open) = stack.last_mut()
+                        && open.object
+                        && open.expect_key
+                    {
+                        open.key = (start + 1, i.min(bytes.len()));
+                        open.expect_key = false;
+                    } else if stack.len() == 1 && key_is(&stack, 0, "id") {
+                        scan.id = Some((start, (i + 1).min(bytes.len())));
+                    }
+                }
+                b'{' | b'[' => {
+                    // A tool's field: root { result { tools [ tool { field
+                    if stack.len() == 4
+                        && key_is(&stack, 0, "result")
+                        && key_is(&stack, 1, "tools")
+                        && !stack[2].object
+                        && stack[3].object
+                    {
+                        field = Some((i, false));
+                    }
+                    stack.push(Open {
+                        object: byte == b'{',
+                        expect_key: byte == b'{',
+                        key: (0, 0),
+                    });
+                    if stack.len() > MAX_DEPTH {
+                        scan.too_deep = true;
+                        match &mut field {
+                            Some((_, deep)) => *deep = true,
+                            None => scan.only_in_tools = false,
+                        }
+                    }
+                }
+                b'}' | b']' => {
+                    if stack.len() == 1
+                        && key_is(&stack, 0, "id")
+                        && let Some(start) = value_start.take()
+                    {
+                        scan.id = Some((start, i));
+                    }
+                    stack.pop();
+                    if stack.len() == 4
+                        && let Some((start, deep)) = field.take()
+                        && deep
+                    {
+                        scan.cuts.push((start, i + 1));
+                    }
+                }
+                b',' => {
+                    if let Some(open) = stack.last_mut() {
+                        open.expect_key = open.object;
+                    }
+                    if stack.len() == 1
+                        && let Some(start) = value_start.take()
+                        && key_is(&stack, 0, "id")
+                    {
+                        scan.id = Some((start, i));
+                    }
+                }
+                b':' if stack.len() == 1 => value_start = Some(i + 1),
+                _ => {}
+            }
+            i += 1;
+        }
+        scan
+    }
+
+    /// The text with each too-deep tool field replaced by [`TOO_DEEP`].
+    fn cut(&self, text: &str) -> Option<String> {
+        if self.cuts.is_empty() {
+            return None;
+        }
+        let marker = serde_json::to_string(TOO_DEEP).ok()?;
+        let mut out = String::with_capacity(text.len());
+        let mut from = 0;
+        for &(start, end) in &self.cuts {
+            out.push_str(text.get(from..start)?);
+            out.push_str(&marker);
+            from = end;
+        }
+        out.push_str(text.get(from..)?);
+        Some(out)
+    }
 }
 
 /// The JSON-RPC error answer for a message that did not parse, or `None` when the message was a
@@ -358,16 +605,42 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for PumpTransport<R> {
                     .unwrap_or_else(|| "the connection is closed".to_owned()),
             )
         };
+        // A message the transport refuses alone (too large, say) fails only its own request:
+        // the reader's queue gets an error answer for it, and the connection goes on.
+        let id = match &item {
+            JsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        let mut answer = None;
         let sent = serde_json::to_string(&item)
             .map_err(|e| PumpError(format!("cannot encode a message: {e}")))
             .and_then(|text| match &self.outgoing {
-                Some(outgoing) => outgoing.send(text).map_err(|_| closed(&self.reason)),
-                None => self.pump.send(&text).map_err(|error| {
-                    fail(&self.pump, &self.reason, "a peer", &error.to_string());
-                    closed(&self.reason)
-                }),
+                Some(outgoing) => outgoing.send((text, id)).map_err(|_| closed(&self.reason)),
+                None => match self.pump.send(&text) {
+                    Ok(()) => Ok(()),
+                    Err(error) => {
+                        let error = error.to_string();
+                        match refusal::<R>("a peer", &error, id) {
+                            Refusal::NotRefused => {
+                                fail(&self.pump, &self.reason, "a peer", &error);
+                                Err(closed(&self.reason))
+                            }
+                            Refusal::Dropped => Ok(()),
+                            Refusal::Answer(message) => {
+                                answer = Some(message);
+                                Ok(())
+                            }
+                        }
+                    }
+                },
             });
-        std::future::ready(sent)
+        let answers = answer.and_then(|answer| Some((self.answers.upgrade()?, answer)));
+        async move {
+            if let Some((answers, answer)) = answers {
+                let _ = answers.send(answer).await;
+            }
+            sent
+        }
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<R>>> + Send {
@@ -392,6 +665,71 @@ mod tests {
     fn answer(text: &str) -> serde_json::Value {
         let error = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
         serde_json::from_str(&garbage_answer(text, &error).unwrap()).unwrap()
+    }
+
+    fn deep(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    type FromServer = RxJsonRpcMessage<rmcp::RoleClient>;
+
+    fn recovered(text: &str) -> Option<serde_json::Value> {
+        let error = serde_json::from_str::<FromServer>(text).unwrap_err();
+        recover::<rmcp::RoleClient>(text, &error).map(|m| serde_json::to_value(m).unwrap())
+    }
+
+    #[test]
+    fn too_deep_tool_fields_are_cut_and_the_other_tools_stand() {
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{{"name":"ok","inputSchema":{{"type":"object"}}}},{{"name":"deep","inputSchema":{{"a":{}}}}}]}}}}"#,
+            deep(200)
+        );
+        let message = recovered(&text).unwrap();
+        assert_eq!(message["id"], 7);
+        let tools = &message["result"]["tools"];
+        assert_eq!(tools[0]["inputSchema"]["type"], "object");
+        assert_eq!(tools[1]["name"], "deep");
+        assert_eq!(tools[1]["inputSchema"], TOO_DEEP);
+    }
+
+    #[test]
+    fn an_unreadable_answer_fails_its_request_at_once() {
+        // Too deep outside a tool: the id is found without parsing the whole.
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","result":{{"content":{}}},"id":"call-3"}}"#,
+            deep(300)
+        );
+        let message = recovered(&text).unwrap();
+        assert_eq!(message["id"], "call-3");
+        assert_eq!(message["error"]["code"], UNREADABLE);
+        assert!(
+            message["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("nests deeper than 127 levels")
+        );
+        // Neither a result nor an error.
+        let message = recovered(r#"{"jsonrpc":"2.0","id":5}"#).unwrap();
+        assert_eq!(message["id"], 5);
+        assert_eq!(message["error"]["code"], UNREADABLE);
+        // No id to answer: skipped, as stray output is.
+        assert!(recovered("not json at all").is_none());
+        assert!(recovered(&deep(300)).is_none());
+    }
+
+    #[test]
+    fn the_depth_scan_finds_the_id_wherever_it_is() {
+        let text = format!(r#"{{"id" : 12 ,"x":{}}}"#, deep(200));
+        let scan = Scan::of(&text);
+        assert!(scan.too_deep && !scan.only_in_tools);
+        let (a, b) = scan.id.unwrap();
+        assert_eq!(text[a..b].trim(), "12");
+        let text = format!(r#"{{"x":{},"id":"a\"b"}}"#, deep(200));
+        let (a, b) = Scan::of(&text).id.unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text[a..b]).unwrap(),
+            "a\"b"
+        );
     }
 
     #[test]

@@ -125,6 +125,7 @@ impl Runtime {
         policies: Vec<PolicyPlugin>,
         audit: Option<AuditLog>,
     ) -> Arc<Self> {
+        crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search.clone()));
         let hub = Hub::new(&config, transports.clone());
         let vfs = Arc::new(Vfs::default());

@@ -4,10 +4,13 @@
 //! and swaps it in whole, so a reader never sees half a folder.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fmt::Write as _,
     sync::{Arc, OnceLock, RwLock},
+    time::{Duration, Instant},
 };
+
+use tokio::sync::watch;
 
 use crate::text;
 
@@ -75,6 +78,8 @@ pub struct ToolEntry {
 pub enum FolderStatus {
     /// Generated from its tools.
     Ready,
+    /// Still connecting or listing its tools for the first time.
+    Starting,
     /// Not connected; the reason.
     Down(String),
 }
@@ -206,6 +211,9 @@ impl Snapshot {
                         );
                     }
                     FolderStatus::Ready => {}
+                    FolderStatus::Starting => {
+                        let _ = write!(out, "  (starting)");
+                    }
                     FolderStatus::Down(reason) => {
                         let _ = write!(out, "  (unavailable: {})", first_line(reason));
                     }
@@ -214,6 +222,17 @@ impl Snapshot {
             out.push('\n');
         }
         let server = folder_of_path.and_then(|folder| self.folders.get(folder));
+        if let Some(ServerFolder {
+            status: FolderStatus::Starting,
+            server,
+            ..
+        }) = server
+        {
+            let _ = writeln!(
+                out,
+                "(server `{server}` is starting; its tools appear here once it has listed them)"
+            );
+        }
         if let Some(ServerFolder {
             status: FolderStatus::Down(reason),
             server,
@@ -277,6 +296,65 @@ impl Snapshot {
     pub fn module_paths(&self) -> Vec<String> {
         self.files.keys().cloned().collect()
     }
+
+    /// The servers still starting whose folders `code` names (`servers/<folder>`), or every
+    /// one still starting when it imports `/servers` itself.
+    pub fn starting_in(&self, code: &str) -> Vec<String> {
+        let starting: Vec<&ServerFolder> = self
+            .folders
+            .values()
+            .filter(|folder| folder.status == FolderStatus::Starting)
+            .collect();
+        if starting.is_empty() {
+            return Vec::new();
+        }
+        let named = folders_named(code);
+        starting
+            .into_iter()
+            .filter(|folder| named.all || named.folders.contains(folder.folder.as_str()))
+            .map(|folder| folder.folder.clone())
+            .collect()
+    }
+}
+
+/// The folders a program names in module specifiers.
+struct Named<'a> {
+    folders: BTreeSet<&'a str>,
+    /// It names `/servers` itself (or its index), which re-exports every server.
+    all: bool,
+}
+
+/// Every `servers/<folder>` in `code`, wherever it appears (a string, an import, a comment):
+/// waiting for a server a program does not import after all costs time, never correctness.
+fn folders_named(code: &str) -> Named<'_> {
+    let mut named = Named {
+        folders: BTreeSet::new(),
+        all: false,
+    };
+    for (at, _) in code.match_indices("servers") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        let rest = &code[at + "servers".len()..];
+        match rest.strip_prefix('/') {
+            Some(rest) => {
+                let folder: &str = rest
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+                    .next()
+                    .unwrap_or_default();
+                let folder = folder.trim_end_matches(".ts").trim_end_matches(".js");
+                if folder.is_empty() || folder == "index" {
+                    named.all = true;
+                } else {
+                    named.folders.insert(folder);
+                }
+            }
+            None if rest.starts_with(['\'', '"', '`']) => named.all = true,
+            None => {}
+        }
+    }
+    named
 }
 
 fn first_line(text: &str) -> &str {
@@ -422,9 +500,21 @@ impl crate::sandbox::ModuleProvider for Modules {
 }
 
 /// The shared, swappable VFS.
-#[derive(Default)]
 pub struct Vfs {
     current: RwLock<Arc<Snapshot>>,
+    /// The generation of the current snapshot, for those waiting on a change.
+    generation: watch::Sender<u64>,
+    made: Instant,
+}
+
+impl Default for Vfs {
+    fn default() -> Self {
+        Vfs {
+            current: RwLock::default(),
+            generation: watch::Sender::new(0),
+            made: Instant::now(),
+        }
+    }
 }
 
 impl Vfs {
@@ -435,8 +525,69 @@ impl Vfs {
 
     /// Replaces the whole snapshot at once.
     pub fn swap(&self, snapshot: Snapshot) {
+        let generation = snapshot.generation;
         if let Ok(mut current) = self.current.write() {
             *current = Arc::new(snapshot);
+        }
+        self.generation.send_replace(generation);
+    }
+
+    /// The first snapshot, once there is one: every server has a folder then, ready, starting
+    /// or down.
+    pub async fn first(&self) -> Arc<Snapshot> {
+        let mut generation = self.generation.subscribe();
+        let _ = generation.wait_for(|generation| *generation > 0).await;
+        self.snapshot()
+    }
+
+    /// The snapshot once no server is starting, or once `grace` has passed since the VFS was
+    /// made, whichever is first: right after start, what is about to be ready is shown ready,
+    /// and a server that takes longer holds up no one.
+    pub async fn settled(&self, grace: Duration) -> Arc<Snapshot> {
+        self.first().await;
+        let until = (self.made + grace).into();
+        self.until(until, |snapshot| {
+            snapshot
+                .folders
+                .values()
+                .all(|folder| folder.status != FolderStatus::Starting)
+        })
+        .await
+        .unwrap_or_else(|| self.snapshot())
+    }
+
+    /// The snapshot in which none of the servers `code` imports is starting, waiting for them
+    /// until `deadline`; `Err` with the folders still starting then.
+    pub async fn ready_for(
+        &self,
+        code: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Arc<Snapshot>, Vec<String>> {
+        let first = self.first().await;
+        if first.starting_in(code).is_empty() {
+            return Ok(first);
+        }
+        self.until(deadline, |snapshot| snapshot.starting_in(code).is_empty())
+            .await
+            .ok_or_else(|| self.snapshot().starting_in(code))
+    }
+
+    /// The first snapshot (from now on) for which `done` holds, or `None` at `deadline`.
+    async fn until(
+        &self,
+        deadline: tokio::time::Instant,
+        done: impl Fn(&Snapshot) -> bool,
+    ) -> Option<Arc<Snapshot>> {
+        let mut changes = self.generation.subscribe();
+        loop {
+            let snapshot = self.snapshot();
+            if done(&snapshot) {
+                return Some(snapshot);
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return None,
+            }
         }
     }
 }

@@ -184,6 +184,7 @@ impl Harness {
             modules: self.vfs.clone(),
             bridge: self.bridge.clone(),
             cancel: CancellationToken::new(),
+            client: "test".to_owned(),
         }
     }
 
@@ -1114,5 +1115,412 @@ mod lifecycle {
                 h.still_works(isolation).await;
             }
         }
+    }
+}
+
+/// The stages around QuickJS, bounded: what a program sends the host and what it asks the
+/// transpiler to do. Each of these took the gateway down, lost data or grew it without bound
+/// before.
+mod bounds {
+    use super::*;
+
+    /// Hundreds of concurrent calls with 20 KB arguments and results, repeated: every byte
+    /// comes back. A partly read line used to be dropped when another branch of the host's
+    /// `select!` won (4 runs in 10 failed with "unreadable message" in process isolation).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_worker_channel_loses_nothing_under_load() {
+        let h = Harness::new();
+        let program = "import { echo } from './servers/demo';\n\
+             const pad = 'abcdefghij'.repeat(2048);\n\
+             const results = await Promise.all(Array.from({ length: 300 }, (_, i) =>\n\
+               echo({ i, pad: pad + i })));\n\
+             export default results.every((r: any, i) => r.i === i && r.pad === pad + i)\n\
+               ? results.length : results.find((r: any, i) => r.i !== i || r.pad !== pad + i);";
+        for isolation in BOTH {
+            for round in 0..5 {
+                let outcome = h.run(program, isolation).await;
+                assert_eq!(
+                    outcome.result,
+                    Ok(json!(300)),
+                    "{isolation:?}, round {round}"
+                );
+            }
+        }
+    }
+
+    /// 200 calls that each reference one 1 MiB string, one at a time, the first taking 3 s: the
+    /// host reads calls only as places in flight free up, so it holds one of them, not all that
+    /// the engine made meanwhile (with 600 calls, 1.9 GB before). The gateway's resident memory
+    /// under such a flood is measured from outside in `tests/e2e/hostile.rs`.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_flood_of_large_calls_is_held_back() {
+        let h = Harness::new();
+        let program = "import { sleep } from './servers/demo';\n\
+             const big = 'x'.repeat(1 << 20);\n\
+             await Promise.all(Array.from({ length: 200 }, (_, i) => sleep({ ms: i ? 0 : 3000, big })));\n\
+             export default 'done';";
+        for isolation in BOTH {
+            let limits = Limits {
+                timeout: Duration::from_secs(60),
+                max_in_flight: 1,
+                ..limits(isolation)
+            };
+            // A bridge that keeps nothing of the calls (the harness's records them all).
+            let bridge = Arc::new(Forgetful::default());
+            let execution = Execution {
+                bridge: bridge.clone(),
+                ..h.execution(program, limits)
+            };
+            let outcome = h.sandbox.execute(execution).await;
+            assert_eq!(outcome.result, Ok(json!("done")), "{isolation:?}");
+            // One call in flight, and the next one read while it runs.
+            assert!(
+                outcome.held_argument_bytes <= (2 << 20) + 4096,
+                "{isolation:?}: the host held {} bytes of arguments at once",
+                outcome.held_argument_bytes
+            );
+            assert!(outcome.held_argument_bytes >= 1 << 20, "{outcome:?}");
+            assert!(bridge.peak.load(Ordering::SeqCst) <= 1);
+            assert_eq!(bridge.calls.load(Ordering::SeqCst), 200);
+        }
+    }
+
+    /// Sleeps `ms`, counting calls and the most in flight; keeps nothing.
+    #[derive(Default)]
+    struct Forgetful {
+        calls: Arc<AtomicUsize>,
+        in_flight: Arc<AtomicUsize>,
+        peak: Arc<AtomicUsize>,
+    }
+
+    impl ToolBridge for Forgetful {
+        fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let (in_flight, peak) = (self.in_flight.clone(), self.peak.clone());
+            let ms = call.arguments["ms"].as_u64().unwrap_or(0);
+            drop(call);
+            Box::pin(async move {
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok(json!({ "slept": ms }))
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn names_over_the_cap_are_refused_before_any_lookup() {
+        let h = Harness::new();
+        let program = "import { callTool } from 'runbyte:bridge';\n\
+             const long = 'n'.repeat(1 << 20);\n\
+             const errors = [];\n\
+             for (const [s, t] of [[long, 'echo'], ['demo', long]]) {\n\
+               try { await callTool(s, t, {}); } catch (e) { errors.push(String(e.message)); }\n\
+             }\n\
+             export default errors;";
+        for isolation in BOTH {
+            let before = h.bridge.calls.lock().unwrap().len();
+            let outcome = h.run(program, isolation).await;
+            let errors = value(&outcome).as_array().unwrap().clone();
+            assert_eq!(errors.len(), 2, "{isolation:?}: {errors:?}");
+            for error in errors {
+                let error = error.as_str().unwrap();
+                assert!(error.contains("names are at most 1024 bytes"), "{error}");
+                assert!(error.len() < 300, "{error}");
+            }
+            assert_eq!(h.bridge.calls.lock().unwrap().len(), before);
+            h.still_works(isolation).await;
+        }
+    }
+
+    /// Sources that nest without braces (gigabytes and seconds in SWC, or its stack) and a
+    /// source at the size cap: each ends one execution with an error naming the limit, within
+    /// the deadline, and the next execution runs normally.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn hostile_sources_cost_one_execution() {
+        let h = Harness::new();
+        let sources = [
+            ("if (a)\n".repeat(100_000), "operators"),
+            ("for (;;)".repeat(120_000), "operators"),
+            ("do\n".repeat(300_000), "operators"),
+            ("x".repeat(MAX_SOURCE + 1), "1 MiB"),
+        ];
+        for isolation in BOTH {
+            for (source, names) in &sources {
+                let limits = tight(isolation);
+                let outcome = h.run_with(source, limits.clone()).await;
+                let e = error(&outcome, ErrorKind::Syntax);
+                assert!(e.message.contains(names), "{isolation:?}: {e:?}");
+                promptly(&outcome, &limits);
+                h.still_works(isolation).await;
+            }
+        }
+    }
+
+    const MAX_SOURCE: usize = runbyte_core::sandbox::MAX_SOURCE_BYTES;
+
+    /// Thread isolation transpiles a large source in a worker process: a big but ordinary
+    /// program still runs, and its time counts against the deadline.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn large_programs_run_in_both_isolations() {
+        let h = Harness::new();
+        let body: String = (0..4000)
+            .map(|i| format!("const v{i}: number = {i};\n"))
+            .collect();
+        let program = format!("{body}export default v3999 + 1;");
+        assert!(program.len() > runbyte_core::sandbox::IN_PROCESS_TRANSPILE_BYTES);
+        for isolation in BOTH {
+            let outcome = h.run(&program, isolation).await;
+            assert_eq!(outcome.result, Ok(json!(4000)), "{isolation:?}");
+        }
+    }
+}
+
+/// Generated programs, and the corpus of those that ever broke something: each ends one
+/// execution (a result or a clear error) within its deadline, the host stays within a memory
+/// bound, and the next execution runs normally.
+mod generated {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Pieces that nest, chain or confuse a scanner, in any order.
+    const PIECES: &[&str] = &[
+        "if (a)",
+        "if (a) x",
+        "for (;;)",
+        "for (x of y)",
+        "for await (x of y)",
+        "while (a)",
+        "with (a)",
+        "do",
+        "else",
+        "a:",
+        "x =>",
+        "async x =>",
+        "{",
+        "}",
+        "(",
+        ")",
+        "[",
+        "]",
+        "`${",
+        "}`",
+        "`",
+        "/*",
+        "*/",
+        "//",
+        "'",
+        "\"",
+        "\\",
+        ";",
+        ",",
+        "\n",
+        " ",
+        "!",
+        "-",
+        "+ 1",
+        "a.b",
+        "?.",
+        "??",
+        "? 1 :",
+        "new",
+        "typeof",
+        "await",
+        "yield",
+        "in",
+        "as any",
+        "<T>",
+        "keyof",
+        "extends",
+        "=",
+        "=>",
+        "...",
+        "@d",
+        "class C",
+        "function f()",
+        "return",
+        "x",
+        "1",
+        "/re/g",
+        "#!",
+        "\u{2028}",
+        "é",
+    ];
+
+    fn program() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec((0..PIECES.len(), 1usize..400), 1..40),
+            any::<bool>(),
+        )
+            .prop_map(|(runs, tail)| {
+                let mut source = String::new();
+                for (piece, times) in runs {
+                    source.push_str(&PIECES[piece].repeat(times));
+                    source.push(' ');
+                }
+                if tail {
+                    source.push_str("\nexport default 1;");
+                }
+                source
+            })
+    }
+
+    fn resident() -> usize {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|kb| {
+                kb.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+            })
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// What the host may grow by while running hostile programs: two QuickJS heaps (thread
+    /// isolation, 64 MiB each) and SWC's work on a 16 KiB source, with room to spare.
+    const HOST_GROWTH: usize = 512 << 20;
+
+    async fn costs_one_execution(h: &Harness, source: &str, isolation: Isolation, base: usize) {
+        let limits = Limits {
+            timeout: Duration::from_secs(2),
+            ..limits(isolation)
+        };
+        let outcome = h.run_with(source, limits.clone()).await;
+        promptly(&outcome, &limits);
+        if let Err(e) = &outcome.result {
+            assert!(!e.message.is_empty(), "{isolation:?}: {e:?}");
+            assert_ne!(e.kind, ErrorKind::Crashed, "{isolation:?}: {e:?}");
+        }
+        let grew = resident().saturating_sub(base);
+        assert!(grew < HOST_GROWTH, "{isolation:?}: grew {} MiB", grew >> 20);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 24,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn generated_programs_cost_one_execution(source in program()) {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let h = Harness::new();
+                let base = resident();
+                for isolation in BOTH {
+                    costs_one_execution(&h, &source, isolation, base).await;
+                }
+                h.still_works(Isolation::Thread).await;
+            });
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_corpus_of_programs_costs_one_execution_each() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/programs");
+        let mut files: Vec<_> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "ts"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "{files:?}");
+        let h = Harness::new();
+        let base = resident();
+        for file in files {
+            let source = std::fs::read_to_string(&file).unwrap();
+            for isolation in BOTH {
+                costs_one_execution(&h, &source, isolation, base).await;
+                h.still_works(isolation).await;
+            }
+        }
+    }
+}
+
+/// Executions are admitted fairly across clients: a flood from one leaves another's program
+/// waiting about one deadline, not the whole flood (40 s for 40 spinning programs before).
+mod fairness {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_flood_from_one_client_leaves_another_served() {
+        let h = Arc::new(Harness::new());
+        let spin = |client: &str| Execution {
+            client: client.to_owned(),
+            ..h.execution("for (;;) {}", tight(Isolation::Process))
+        };
+        let mut flood = tokio::task::JoinSet::new();
+        for _ in 0..12 {
+            let (h, execution) = (h.clone(), spin("flooder"));
+            flood.spawn(async move { h.sandbox.execute(execution).await });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = Instant::now();
+        let outcome = h
+            .sandbox
+            .execute(Execution {
+                client: "polite".to_owned(),
+                ..h.execution("export default 1;", limits(Isolation::Process))
+            })
+            .await;
+        let waited = started.elapsed();
+        assert_eq!(outcome.result, Ok(json!(1)));
+        // Two workers, each busy for one 1 s deadline plus grace: one of them frees up first.
+        assert!(waited < Duration::from_millis(2500), "waited {waited:?}");
+        assert!(outcome.queued > Duration::from_millis(300), "{outcome:?}");
+        assert!(
+            outcome.duration.saturating_sub(outcome.queued) < Duration::from_millis(1000),
+            "{outcome:?}"
+        );
+        flood.abort_all();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn one_client_may_queue_only_its_share() {
+        let h = Arc::new(Harness::with(SandboxOptions {
+            workers: 1,
+            queue_per_client: 3,
+            ..options()
+        }));
+        let mut flood = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let (h, execution) = (
+                h.clone(),
+                Execution {
+                    client: "flooder".to_owned(),
+                    ..h.execution("for (;;) {}", tight(Isolation::Process))
+                },
+            );
+            flood.spawn(async move { h.sandbox.execute(execution).await });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let refused = h
+            .sandbox
+            .execute(Execution {
+                client: "flooder".to_owned(),
+                ..h.execution("export default 1;", limits(Isolation::Process))
+            })
+            .await;
+        let e = error(&refused, ErrorKind::Busy);
+        assert!(e.message.contains("this client already has 3"), "{e:?}");
+        // Another client is still queued, not refused.
+        let served = h
+            .sandbox
+            .execute(Execution {
+                client: "other".to_owned(),
+                ..h.execution("export default 2;", limits(Isolation::Process))
+            })
+            .await;
+        assert_eq!(served.result, Ok(json!(2)));
+        flood.abort_all();
     }
 }

@@ -14,6 +14,14 @@ use abi_stable::{
 
 use crate::{PluginError, export::guard};
 
+/// The start of a [`Pump::send`] error that refuses one message and leaves the connection open:
+/// the message is too large, or the peer is so far behind that it would wait past a limit.
+/// What follows is the reason, in words for the caller, naming the server and the limit. The
+/// host then fails only the request that the message carried, with that reason; any other
+/// error from `send` still means the connection is unusable. Appended after the first API
+/// version: an older host takes such an error for an ordinary one and closes the connection.
+pub const SEND_REFUSED: &str = "message refused: ";
+
 /// What a transport plugin implements.
 ///
 /// `connect` and `listen` both default to an error saying the transport has no such side, so a
@@ -59,7 +67,8 @@ pub enum Received {
 /// A blocking, thread-safe message pump: one MCP connection.
 pub trait Pump: Send + Sync {
     /// Sends one JSON-RPC message. May block until the message is handed to the OS.
-    /// An error means the connection is unusable; the host closes it.
+    /// An error means the connection is unusable; the host closes it (except for an error
+    /// that starts with [`SEND_REFUSED`]).
     fn send(&self, message: &str) -> Result<(), String>;
 
     /// Waits up to `timeout` for the next message.

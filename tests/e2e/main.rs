@@ -5,11 +5,16 @@
 
 mod config;
 mod downstream;
+mod edges;
 mod execute;
+mod hostile;
 mod hub;
 mod listeners;
 mod plugins;
+mod secrets;
 mod serve;
 mod sessions;
+mod shutdown;
 mod thirdparty;
+mod trust;
 mod vfs;

@@ -217,10 +217,7 @@ fn files_that_are_not_plugins_are_refused_by_name() {
         std::fs::copy(library("librunbyte_policy_limits"), &writable).unwrap();
         std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o666)).unwrap();
         let error = plugin::read_descriptor(&writable).err().unwrap();
-        assert!(
-            matches!(error, PluginError::WorldWritable { .. }),
-            "{error:?}"
-        );
+        assert!(matches!(error, PluginError::Untrusted { .. }), "{error:?}");
     }
     host_still_works();
 }
@@ -297,4 +294,198 @@ fn check_reports_each_bad_plugin_and_exits_non_zero() {
             checked.stdout
         );
     }
+}
+
+/// A copy of the bundled `limits` policy in a fresh folder of its own, set up by `prepare`
+/// (a chmod or chown of the file or the folder), under a name only `[[plugins.load]]` finds.
+#[cfg(unix)]
+fn untrusted_copy(
+    label: &str,
+    prepare: impl FnOnce(&std::path::Path),
+) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new(label);
+    let copy = dir.path().join("librunbyte_policy_copied.so");
+    std::fs::copy(library("librunbyte_policy_limits"), &copy).unwrap();
+    prepare(&copy);
+    (dir, copy)
+}
+
+#[cfg(unix)]
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[cfg(unix)]
+fn chown(path: &std::path::Path, uid: u32, gid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+}
+
+/// Each way others could have changed a plugin gives `Untrusted` with the reason; the same file
+/// made private again loads. (The tests run as root, which may chown to a made-up user.)
+#[cfg(unix)]
+#[test]
+fn plugins_others_could_change_are_refused_with_the_reason() {
+    type Prepare = Box<dyn Fn(&std::path::Path)>;
+    let cases: [(&str, Prepare, &str); 5] = [
+        (
+            "trust-file-0666",
+            Box::new(|file| chmod(file, 0o666)),
+            "the file is writable by everyone (mode 0666)",
+        ),
+        (
+            "trust-dir-0777",
+            Box::new(|file| chmod(file.parent().unwrap(), 0o777)),
+            "is writable by everyone (mode 0777)",
+        ),
+        (
+            "trust-file-group",
+            Box::new(|file| {
+                chown(file, 0, 12345);
+                chmod(file, 0o664);
+            }),
+            "the file is writable by group 12345 (mode 0664)",
+        ),
+        (
+            "trust-file-owner",
+            Box::new(|file| chown(file, 12345, 12345)),
+            "the file is owned by user 12345",
+        ),
+        (
+            "trust-dir-owner",
+            Box::new(|file| chown(file.parent().unwrap(), 12345, 12345)),
+            "is owned by user 12345",
+        ),
+    ];
+    for (label, prepare, reason) in cases {
+        let (dir, copy) = untrusted_copy(label, prepare);
+        let error = plugin::read_descriptor(&copy).err().unwrap();
+        assert!(
+            matches!(error, PluginError::Untrusted { .. }),
+            "{label}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("refusing to load {}: ", copy.display()))
+                && message.contains(reason),
+            "{label}: {message}"
+        );
+        if label.starts_with("trust-dir") {
+            assert!(
+                message.contains(&format!("its folder {}", dir.path().display())),
+                "{label}: {message}"
+            );
+        }
+        // Refused in `[[plugins.load]]`, it does not hide the bundled plugin of that name.
+        let search = search_with(std::slice::from_ref(&copy));
+        if let Err(error) = plugin::open_policy(&search, "limits", &json!({})) {
+            panic!("{label}: the bundled limits no longer loads: {error}");
+        }
+        // Made private again, the copy loads.
+        chown(&copy, 0, 0);
+        chown(dir.path(), 0, 0);
+        chmod(&copy, 0o755);
+        chmod(dir.path(), 0o755);
+        let info = plugin::read_descriptor(&copy).unwrap();
+        assert_eq!(info.name, "limits");
+    }
+    host_still_works();
+}
+
+/// The library loaded is the file that was checked. A thread keeps swapping two files in at
+/// each path: a private policy plugin and a world-writable transport plugin. Whatever the
+/// timing, reading the descriptor either refuses the path or loads the private policy: never
+/// the transport, which a check of one file followed by a load of the path would let through
+/// when the swap falls between them.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_checked_file_is_the_loaded_file() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let dir = TempDir::new("trust-swap");
+    let good = dir.path().join("good.so");
+    let bad = dir.path().join("bad.so");
+    std::fs::copy(library("librunbyte_policy_limits"), &good).unwrap();
+    std::fs::copy(library("librunbyte_transport_stdio"), &bad).unwrap();
+    chmod(&bad, 0o666);
+    const PATHS: usize = 1000;
+    // The path being swapped; none (`usize::MAX`) until the first one exists.
+    let current = std::sync::Arc::new(AtomicUsize::new(usize::MAX));
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (dir, current, done) = (dir.path().to_owned(), current.clone(), done.clone());
+        let (good, bad) = (good.clone(), bad.clone());
+        std::thread::spawn(move || {
+            let mut flip = false;
+            while !done.load(Ordering::Relaxed) {
+                let n = current.load(Ordering::Relaxed);
+                if n == usize::MAX {
+                    std::thread::yield_now();
+                    continue;
+                }
+                let staged = dir.join("staged.so");
+                let _ = std::fs::remove_file(&staged);
+                std::fs::hard_link(if flip { &bad } else { &good }, &staged).unwrap();
+                std::fs::rename(&staged, dir.join(format!("lib{n}.so"))).unwrap();
+                flip = !flip;
+            }
+        })
+    };
+    let (mut loaded, mut refused) = (0, 0);
+    for n in 0..PATHS {
+        let path = dir.path().join(format!("lib{n}.so"));
+        std::fs::hard_link(&good, &path).unwrap();
+        current.store(n, Ordering::Relaxed);
+        match plugin::read_descriptor(&path) {
+            Ok(info) => {
+                assert_eq!(
+                    info.kind,
+                    Some(PluginKind::Policy),
+                    "{}: loaded the world-writable file after checking the private one",
+                    path.display()
+                );
+                loaded += 1;
+            }
+            Err(PluginError::Untrusted { .. }) => refused += 1,
+            Err(other) => panic!("{other}"),
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(loaded > 0, "loaded {loaded}, refused {refused}");
+}
+
+#[cfg(unix)]
+#[test]
+fn check_reports_plugins_others_could_change() {
+    let (dir, copy) = untrusted_copy("check-untrusted", |file| chmod(file, 0o666));
+    let (_owned_dir, owned) = untrusted_copy("check-untrusted-owner", |file| chown(file, 12345, 0));
+    let loads = format!(
+        "[[plugins.load]]\npath = {:?}\n[[plugins.load]]\npath = {:?}\n",
+        copy.display().to_string(),
+        owned.display().to_string()
+    );
+    dir.write("runbyte.toml", &config_with(&loads));
+    let checked = run(dir.path(), &["check"]);
+    assert_ne!(checked.code, Some(0), "{checked:?}");
+    assert!(
+        checked.stdout.contains(&format!(
+            "refusing to load {}: the file is writable by everyone (mode 0666)",
+            copy.display()
+        )),
+        "{}",
+        checked.stdout
+    );
+    assert!(
+        checked.stdout.contains(&format!(
+            "refusing to load {}: the file is owned by user 12345",
+            owned.display()
+        )),
+        "{}",
+        checked.stdout
+    );
+    assert!(
+        checked.stdout.contains("librunbyte_policy_limits.so  OK"),
+        "{}",
+        checked.stdout
+    );
 }

@@ -25,9 +25,12 @@ pub fn build_dir() -> PathBuf {
     dir
 }
 
-/// The built `runbyte` binary.
+/// The built `runbyte` binary, or the one `RUNBYTE_TEST_EXE` names (to run the tests against
+/// another build, an older one say).
 pub fn runbyte() -> PathBuf {
-    build_dir().join("runbyte")
+    std::env::var_os("RUNBYTE_TEST_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| build_dir().join("runbyte"))
 }
 
 /// A built plugin library by file stem, e.g. `librunbyte_policy_panics`.
@@ -309,4 +312,28 @@ pub async fn call_full(
 pub fn result_json(text: &str) -> serde_json::Value {
     let body = text.split("\n--- ").next().unwrap_or_default();
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The live processes (zombies left out) whose process group is `pgid`.
+pub fn live_group_members(pgid: u32) -> Vec<u32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command name in parentheses: state, ppid, pgrp, ...
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
+            members.push(pid);
+        }
+    }
+    members
 }

@@ -271,6 +271,10 @@ pub struct ServerConfig {
     pub init_timeout_ms: Option<u64>,
     /// How long one tool call may take.
     pub call_timeout_ms: Option<u64>,
+    /// The largest message accepted from the server, in bytes (default: the transport's own,
+    /// 64 MiB for stdio, 16 MiB for http and sse). A larger answer fails its call with an error
+    /// naming this limit.
+    pub max_message_bytes: Option<usize>,
 }
 
 impl ServerConfig {

@@ -92,6 +92,8 @@ fn outcome(result: Result<Value, ExecError>, logs: Vec<LogLine>, dropped: usize)
         calls: 3,
         failed_calls: 1,
         duration: Duration::from_millis(12),
+        queued: Duration::ZERO,
+        held_argument_bytes: 0,
     }
 }
 

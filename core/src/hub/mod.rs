@@ -4,6 +4,11 @@
 //! fails never holds up the others. Its failure is kept for display and it is retried with
 //! backoff, and a server that dies is started again on its next call. Calls are validated against
 //! the tool's `inputSchema`, bounded by a timeout, and cancelled downstream when abandoned.
+//!
+//! A server's status and tools sit in its slot, apart from the connection: reading them never
+//! waits for a server that is still connecting. `notifications/tools/list_changed` re-lists
+//! that server alone, bounded by its init timeout, and a storm of them is coalesced: at most
+//! one re-list runs and one waits per server.
 
 mod client;
 mod transports;
@@ -22,7 +27,7 @@ use rmcp::{
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
-pub use client::Connection;
+pub use client::{Connection, Listed};
 pub use transports::Transports;
 
 use crate::config::{Config, ServerConfig, Share};
@@ -33,6 +38,9 @@ pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(60);
+/// How long a re-list waits after `list_changed` before it starts, so that a burst of
+/// notifications costs one re-list.
+const RELIST_SETTLE: Duration = Duration::from_millis(25);
 
 /// Something that happened to a downstream server, for subscribers (the codegen driver, upstream
 /// sessions).
@@ -102,28 +110,78 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
 }
 
+/// What changes together about a server: where it stands and what it lists.
+struct SlotState {
+    status: Status,
+    listed: Listed,
+}
+
+/// Re-listing after `list_changed`: whether one runs, and whether another is due after it.
+#[derive(Default)]
+struct Relist {
+    running: bool,
+    pending: bool,
+}
+
 struct Slot {
     name: String,
     config: ServerConfig,
-    status: Mutex<Status>,
+    state: Mutex<SlotState>,
+    relist: Mutex<Relist>,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Connection>>>,
     backoff: Mutex<Duration>,
     retrying: Mutex<bool>,
+    /// Tools whose arguments were sent unvalidated (too costly to check), warned about once.
+    unjudged: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Slot {
     fn set_status(&self, status: Status) {
-        if let Ok(mut slot) = self.status.lock() {
-            *slot = status;
+        // Why a server is down is shown in its folder, to programs and by the CLI: a connector's
+        // error may quote the server's URL with its userinfo or query secrets.
+        let status = match status {
+            Status::Failed { error, attempts } => Status::Failed {
+                error: crate::redact::redact(&error).into_owned(),
+                attempts,
+            },
+            other => other,
+        };
+        if let Ok(mut state) = self.state.lock() {
+            if status != Status::Ready {
+                state.listed = Listed::default();
+            }
+            state.status = status;
         }
     }
 
     fn status(&self) -> Status {
-        self.status
+        self.state
             .lock()
-            .map(|s| s.clone())
+            .map(|state| state.status.clone())
             .unwrap_or(Status::Starting)
+    }
+
+    /// Ready, with these tools.
+    fn set_listed(&self, listed: Listed) {
+        if let Ok(mut state) = self.state.lock() {
+            state.status = Status::Ready;
+            state.listed = listed;
+        }
+    }
+
+    fn view(&self) -> ServerView {
+        let (status, listed) = self
+            .state
+            .lock()
+            .map(|state| (state.status.clone(), state.listed.clone()))
+            .unwrap_or((Status::Starting, Listed::default()));
+        ServerView {
+            name: self.name.clone(),
+            status,
+            tools: listed.tools,
+            warnings: listed.warnings,
+        }
     }
 
     fn init_timeout(&self) -> Duration {
@@ -156,6 +214,8 @@ pub struct ServerView {
     pub status: Status,
     /// Its tools as last listed (empty when it is down).
     pub tools: Arc<Vec<Tool>>,
+    /// What was wrong with tools that were served untyped or left out, one line each.
+    pub warnings: Arc<Vec<String>>,
 }
 
 impl Hub {
@@ -168,11 +228,16 @@ impl Hub {
                 let slot = Slot {
                     name: name.clone(),
                     config: server.clone(),
-                    status: Mutex::new(Status::Starting),
+                    state: Mutex::new(SlotState {
+                        status: Status::Starting,
+                        listed: Listed::default(),
+                    }),
+                    relist: Mutex::default(),
                     connection: tokio::sync::Mutex::new(None),
                     sessions: tokio::sync::Mutex::new(HashMap::new()),
                     backoff: Mutex::new(FIRST_RETRY),
                     retrying: Mutex::new(false),
+                    unjudged: Mutex::default(),
                 };
                 (name.clone(), Arc::new(slot))
             })
@@ -191,7 +256,7 @@ impl Hub {
         tokio::spawn(async move {
             while let Some(server) = changed.recv().await {
                 let Some(inner) = weak.upgrade() else { return };
-                Hub { inner }.relist(&server).await;
+                Hub { inner }.list_changed(&server);
             }
         });
         hub
@@ -220,29 +285,19 @@ impl Hub {
         self.inner.servers.keys().cloned().collect()
     }
 
-    /// Every server with its status and tools, sorted by name.
+    /// Every server with its status and tools, sorted by name. Never waits for a server that
+    /// is connecting.
     pub async fn servers(&self) -> Vec<ServerView> {
-        let mut views = Vec::new();
-        for slot in self.inner.servers.values() {
-            let tools = match slot.connection.lock().await.as_ref() {
-                Some(connection) => connection.tools(),
-                None => Arc::default(),
-            };
-            views.push(ServerView {
-                name: slot.name.clone(),
-                status: slot.status(),
-                tools,
-            });
-        }
-        views
+        self.inner
+            .servers
+            .values()
+            .map(|slot| slot.view())
+            .collect()
     }
 
     /// One server's view, if it is configured.
     pub async fn server(&self, name: &str) -> Option<ServerView> {
-        self.servers()
-            .await
-            .into_iter()
-            .find(|view| view.name == name)
+        self.inner.servers.get(name).map(|slot| slot.view())
     }
 
     fn slot(&self, server: &str) -> Result<&Arc<Slot>, CallError> {
@@ -269,6 +324,9 @@ impl Hub {
             tracing::warn!(server = %slot.name, "server {why}; starting it again");
             connection.close().await;
             *current = None;
+            if let Ok(mut state) = slot.state.lock() {
+                state.listed = Listed::default();
+            }
             let _ = self.inner.events.send(HubEvent::ToolsChanged {
                 server: slot.name.clone(),
             });
@@ -277,7 +335,7 @@ impl Hub {
             Ok(connection) => {
                 let connection = Arc::new(connection);
                 *current = Some(connection.clone());
-                slot.set_status(Status::Ready);
+                slot.set_listed(connection.listed());
                 if let Ok(mut backoff) = slot.backoff.lock() {
                     *backoff = FIRST_RETRY;
                 }
@@ -354,21 +412,64 @@ impl Hub {
         });
     }
 
-    /// Re-lists a server's tools after `list_changed`, and tells subscribers.
-    async fn relist(&self, server: &str) {
+    /// A server said its tools changed: re-list them, unless a re-list is already due (then
+    /// the one waiting covers this too). Never waits.
+    fn list_changed(&self, server: &str) {
         let Some(slot) = self.inner.servers.get(server) else {
             return;
         };
+        {
+            let Ok(mut relist) = slot.relist.lock() else {
+                return;
+            };
+            if relist.running {
+                relist.pending = true;
+                return;
+            }
+            relist.running = true;
+        }
+        let (weak, slot) = (Arc::downgrade(&self.inner), slot.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(RELIST_SETTLE).await;
+                if let Ok(mut relist) = slot.relist.lock() {
+                    relist.pending = false;
+                }
+                let Some(inner) = weak.upgrade() else { return };
+                Hub { inner }.relist(&slot).await;
+                let Ok(mut relist) = slot.relist.lock() else {
+                    return;
+                };
+                if !relist.pending {
+                    relist.running = false;
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Re-lists a server's tools, within its init timeout, and tells subscribers.
+    async fn relist(&self, slot: &Slot) {
+        let server = slot.name.as_str();
         let connection = slot.connection.lock().await.clone();
         let Some(connection) = connection else { return };
-        match connection.relist().await {
-            Ok(tools) => {
-                tracing::info!(server, tools = tools.len(), "tool list changed");
+        let timeout = slot.init_timeout();
+        match tokio::time::timeout(timeout, connection.relist()).await {
+            Ok(Ok(listed)) => {
+                tracing::info!(server, tools = listed.tools.len(), "tool list changed");
+                if connection.is_alive() {
+                    slot.set_listed(listed);
+                }
                 let _ = self.inner.events.send(HubEvent::ToolsChanged {
                     server: server.to_owned(),
                 });
             }
-            Err(error) => tracing::warn!(server, "re-listing tools failed: {error}"),
+            Ok(Err(error)) => tracing::warn!(server, "re-listing tools failed: {error}"),
+            Err(_) => tracing::warn!(
+                server,
+                "re-listing tools did not finish within {} ms; the last list stays",
+                timeout.as_millis()
+            ),
         }
     }
 
@@ -445,13 +546,34 @@ impl Hub {
     ) -> Result<CallToolResult, CallError> {
         let slot = self.slot(server)?.clone();
         let spec = self.tool(server, tool).await?;
-        validate::check(&spec.input_schema, &args).map_err(|message| {
-            CallError::InvalidArguments {
-                server: server.to_owned(),
-                tool: tool.to_owned(),
-                message,
+        let (verdict, args) = validate::judge(&spec.input_schema, args).await;
+        match verdict {
+            validate::Verdict::Valid => {}
+            validate::Verdict::Invalid(message) => {
+                return Err(CallError::InvalidArguments {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    message,
+                });
             }
-        })?;
+            validate::Verdict::Unjudged => {
+                if slot
+                    .unjudged
+                    .lock()
+                    .is_ok_and(|mut warned| warned.insert(tool.to_owned()))
+                {
+                    tracing::warn!(
+                        server,
+                        tool,
+                        budget = validate::BUDGET,
+                        "arguments to `{server}/{tool}` could not be checked against its \
+                         inputSchema within {} visits; such calls are sent unvalidated (said \
+                         once per tool)",
+                        validate::BUDGET
+                    );
+                }
+            }
+        }
         let Value::Object(arguments) = args else {
             return Err(CallError::InvalidArguments {
                 server: server.to_owned(),

@@ -16,9 +16,11 @@ pub enum PluginError {
     /// The path named in `[[plugins.load]]` does not exist.
     #[error("plugin file {} does not exist", .path.display())]
     Missing { path: PathBuf },
-    /// Anyone may write the file: loading it would run whatever they put there.
-    #[error("refusing to load {}: the file is world-writable", .path.display())]
-    WorldWritable { path: PathBuf },
+    /// Someone other than its owner could change the file (it or its folder is writable by
+    /// everyone or by a shared group), or its owner is neither root nor the user running
+    /// Runbyte: loading it would run whatever they put there. `reason` says which, and the fix.
+    #[error("refusing to load {}: {reason}", .path.display())]
+    Untrusted { path: PathBuf, reason: String },
     /// The file is not a shared library the OS can load.
     #[error("{} is not a shared library: {reason}", .path.display())]
     NotALibrary { path: PathBuf, reason: String },

@@ -7,7 +7,7 @@ use std::{
     io,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     thread,
     time::{Duration, Instant},
@@ -33,6 +33,16 @@ use super::{
 const MAX_LINE_BYTES: usize = 64 << 20;
 /// Native stack beyond the QuickJS stack limit, for the engine's own frames.
 pub(crate) const ENGINE_STACK_MARGIN: usize = 16 << 20;
+/// Messages an engine thread may have sent that the host has not read yet.
+const ENGINE_CHANNEL_MESSAGES: usize = 16;
+/// The arguments of its tool calls that the host holds for one execution, at most: 64 MiB
+/// (one call's arguments are at most 16 MiB). While the calls in flight hold this much, or
+/// `max_in_flight` calls are in flight, the host reads nothing more from the engine, whose next
+/// message then waits (a worker's pipe fills; a thread's channel is bounded).
+pub(crate) const MAX_HELD_ARGUMENT_BYTES: usize = 64 << 20;
+/// The longest server or tool name a call may name: 1 KiB. MCP asks tool names of at most 128
+/// characters; a longer one is refused before anything looks it up.
+pub(crate) const MAX_NAME_BYTES: usize = 1024;
 
 /// A running `runbyte worker`.
 pub(crate) struct WorkerProcess {
@@ -95,8 +105,10 @@ impl WorkerProcess {
     }
 
     /// The next message; `None` when the worker closed its stdout (it died).
+    ///
+    /// Cancel-safe, as a `select!` branch must be: a partly read line stays in `self.line` until
+    /// the next call completes it (the only await is `fill_buf`, which loses nothing).
     async fn recv(&mut self) -> Option<Result<FromEngine, String>> {
-        self.line.clear();
         loop {
             let buffer = match self.stdout.fill_buf().await {
                 Ok(buffer) => buffer,
@@ -117,13 +129,38 @@ impl WorkerProcess {
             };
             self.stdout.consume(used);
             if self.line.len() > MAX_LINE_BYTES {
+                self.line = Vec::new();
                 return Some(Err("the worker sent a message over 64 MiB".to_owned()));
             }
             if complete {
-                return Some(
-                    serde_json::from_slice(&self.line)
-                        .map_err(|e| format!("the worker sent an unreadable message: {e}")),
-                );
+                let message = serde_json::from_slice(&self.line)
+                    .map_err(|e| format!("the worker sent an unreadable message: {e}"));
+                self.line.clear();
+                return Some(message);
+            }
+        }
+    }
+
+    /// Has the worker transpile a source: the worker's answer, or how the worker was lost.
+    pub(crate) async fn transpile(
+        &mut self,
+        source: String,
+    ) -> Result<Result<Transpiled, super::ExecError>, Ending> {
+        let request = ToEngine::Transpile { id: 0, source };
+        if let Err(error) = self.send(&request).await {
+            return Err(Ending::Lost(format!(
+                "cannot reach the sandbox worker: {error}"
+            )));
+        }
+        loop {
+            match self.recv().await {
+                Some(Ok(FromEngine::Transpiled { result, .. })) => return Ok(result),
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(Ending::Lost(error)),
+                None => {
+                    let status = self.exit_status().await;
+                    return Err(Ending::Lost(format!("the sandbox worker died ({status})")));
+                }
             }
         }
     }
@@ -151,7 +188,9 @@ impl WorkerProcess {
 /// An engine on a host thread, reached through channels.
 pub(crate) struct EngineThread {
     to_engine: std::sync::mpsc::Sender<ToEngine>,
-    from_engine: mpsc::UnboundedReceiver<FromEngine>,
+    /// Bounded, so that a host that stops reading (too many calls in flight) holds the engine
+    /// back as a full pipe holds back a worker.
+    from_engine: mpsc::Receiver<FromEngine>,
     cancel: Arc<AtomicBool>,
 }
 
@@ -163,7 +202,7 @@ impl EngineThread {
         modules: Arc<dyn ModuleProvider>,
     ) -> io::Result<Self> {
         let (to_engine, inbox) = std::sync::mpsc::channel();
-        let (out, from_engine) = mpsc::unbounded_channel();
+        let (out, from_engine) = mpsc::channel(ENGINE_CHANNEL_MESSAGES);
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
         let stack = limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN);
@@ -174,13 +213,13 @@ impl EngineThread {
                 let done = out.clone();
                 let link = Link::new(
                     Box::new(move |message| {
-                        let _ = out.send(message);
+                        let _ = out.blocking_send(message);
                     }),
                     inbox,
                 );
                 let (report, _) =
                     engine::run(&program, limits, link, ModuleSource::Local(modules), flag);
-                let _ = done.send(FromEngine::Done { report });
+                let _ = done.blocking_send(FromEngine::Done { report });
             })?;
         Ok(EngineThread {
             to_engine,
@@ -259,6 +298,10 @@ pub(crate) struct Gathered {
     pub engine_dropped: usize,
     pub calls: u32,
     pub failed_calls: u32,
+    /// Whether the program was transpiled and started (a worker transpiles first).
+    pub started: bool,
+    /// The most argument bytes held at once for calls not yet finished.
+    pub held_peak: usize,
 }
 
 /// What one execution needs from the host.
@@ -268,12 +311,20 @@ pub(crate) struct Job<'a> {
     pub bridge: &'a Arc<dyn ToolBridge>,
     pub cancel: &'a CancellationToken,
     pub grace: Duration,
+    /// Time the execution already spent (transpiling in the host): the engine has less.
+    pub spent: Duration,
 }
 
 impl Job<'_> {
+    /// The execution's time, less what transpiling took.
+    pub(crate) fn time_left(&self) -> Duration {
+        self.limits.timeout.saturating_sub(self.spent)
+    }
+
     pub(crate) fn engine_limits(&self) -> EngineLimits {
         EngineLimits {
             timeout_ms: self.limits.timeout.as_millis().min(u64::MAX as u128) as u64,
+            spent_ms: self.spent.as_millis().min(u64::MAX as u128) as u64,
             memory_bytes: self.limits.memory_bytes,
             stack_bytes: self.limits.stack_bytes,
             max_output_bytes: self.limits.max_output_bytes,
@@ -291,7 +342,7 @@ pub(crate) async fn drive(
     gathered: &mut Gathered,
 ) -> Ending {
     let started = Instant::now();
-    let deadline = started + job.limits.timeout;
+    let deadline = started + job.time_left();
     let mut hard_stop = deadline + job.grace;
     let mut stop_kind = ErrorKind::Timeout;
     if let Some(start) = start
@@ -299,13 +350,19 @@ pub(crate) async fn drive(
     {
         return Ending::Lost(format!("cannot start the execution: {error}"));
     }
-    let in_flight = Arc::new(Semaphore::new(job.limits.max_in_flight.max(1) as usize));
+    let max_in_flight = job.limits.max_in_flight.max(1) as usize;
+    let in_flight = Arc::new(Semaphore::new(max_in_flight));
+    // The argument bytes of the calls not yet finished.
+    let held = Arc::new(AtomicUsize::new(0));
     // Answers made off the loop (tool calls, module loads) come back through here.
     let (reply_tx, mut replies) = mpsc::unbounded_channel::<ToEngine>();
     let mut loads = JoinSet::new();
     let mut calls = JoinSet::new();
     let mut cancel_sent = false;
     loop {
+        // Backpressure: while enough calls are in flight, leave the engine's messages unread.
+        let reading =
+            calls.len() < max_in_flight && held.load(Ordering::Relaxed) < MAX_HELD_ARGUMENT_BYTES;
         tokio::select! {
             biased;
             _ = job.cancel.cancelled(), if !cancel_sent => {
@@ -325,7 +382,8 @@ pub(crate) async fn drive(
                     return Ending::Lost(format!("{} ({error})", conn.lost().await));
                 }
             }
-            message = conn.recv() => {
+            Some(_) = calls.join_next(), if !calls.is_empty() => {}
+            message = conn.recv(), if reading => {
                 let message = match message {
                     Some(Ok(message)) => message,
                     Some(Err(error)) => return Ending::Lost(error),
@@ -357,9 +415,21 @@ pub(crate) async fn drive(
                             let _ = replies.send(ToEngine::PathList { id, paths: modules.paths() });
                         });
                     }
-                    FromEngine::Call { id, server, tool, arguments } => {
+                    FromEngine::Started => gathered.started = true,
+                    FromEngine::Transpiled { .. } => {}
+                    FromEngine::Call { id, server, tool, arguments, bytes } => {
                         gathered.calls += 1;
-                        let refusal = if gathered.calls > job.limits.max_tool_calls {
+                        let refusal = if let Some(long) = [&server, &tool]
+                            .into_iter()
+                            .find(|name| name.len() > MAX_NAME_BYTES)
+                        {
+                            Some(format!(
+                                "a tool call names a server or tool of {} bytes (`{}…`); names \
+                                 are at most {MAX_NAME_BYTES} bytes",
+                                long.len(),
+                                long.chars().take(40).collect::<String>()
+                            ))
+                        } else if gathered.calls > job.limits.max_tool_calls {
                             Some(format!(
                                 "tool call budget exhausted: an execution may make at most {} tool calls",
                                 job.limits.max_tool_calls
@@ -374,9 +444,13 @@ pub(crate) async fn drive(
                                 let _ = reply_tx.send(ToEngine::Reply { id, ok: None, err: Some(refusal) });
                             }
                             None => {
+                                let share = Held::new(&held, bytes);
+                                gathered.held_peak =
+                                    gathered.held_peak.max(held.load(Ordering::Relaxed));
                                 calls.spawn(call(
                                     job.bridge.clone(),
                                     in_flight.clone(),
+                                    share,
                                     reply_tx.clone(),
                                     id,
                                     server,
@@ -401,6 +475,7 @@ pub(crate) async fn drive(
 async fn call(
     bridge: Arc<dyn ToolBridge>,
     in_flight: Arc<Semaphore>,
+    _held: Held,
     replies: mpsc::UnboundedSender<ToEngine>,
     id: u64,
     server: String,
@@ -446,4 +521,20 @@ async fn call(
         ),
     };
     let _ = replies.send(ToEngine::Reply { id, ok, err });
+}
+
+/// A call's share of the argument bytes the host holds, given back when the call ends.
+struct Held(Arc<AtomicUsize>, usize);
+
+impl Held {
+    fn new(held: &Arc<AtomicUsize>, bytes: usize) -> Held {
+        held.fetch_add(bytes, Ordering::Relaxed);
+        Held(held.clone(), bytes)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(self.1, Ordering::Relaxed);
+    }
 }

@@ -21,6 +21,16 @@
 //! | `max_in_flight` | a semaphore in the host; excess calls wait their turn |
 //! | `call_timeout` | the host, bounded by the time left (`ToolCall::timeout`) |
 //! | `max_output_bytes` | the engine's console budget (and the host's), the result's rendering budget, and the host's final trim of console lines so that result plus console fit |
+//!
+//! And the stages around QuickJS, where the program text and the values it makes also arrive:
+//!
+//! | bound | enforced by |
+//! |---|---|
+//! | source size, 1 MiB; nesting, 256 brackets; 1,024 operators or unbraced statement heads along one path | the scan in `transpile` before SWC runs |
+//! | transpiling's time and memory | after admission, within the deadline: in the worker process (process isolation, and thread isolation's sources over 16 KiB), whose address space is capped at start plus heap, stacks and 1 GiB (`RLIMIT_AS`); a worker lost while transpiling ends that execution as `Limit`. Thread isolation's small sources in the host, where the scan bounds the work |
+//! | host memory per execution | backpressure: nothing more is read from the engine while `max_in_flight` calls are running or their arguments hold 64 MiB; one call's arguments are at most 16 MiB, one worker message 64 MiB |
+//! | names in a call | 1 KiB each, refused before any lookup; "did you mean" compares names of at most 256 characters whose lengths are close |
+//! | the worker channel | one JSON line per message, read cancel-safely (a partial line waits for its end) |
 
 mod engine;
 mod host;
@@ -47,7 +57,7 @@ pub use worker::worker_main;
 
 use host::{Conn, Ending, EngineThread, Gathered, Job};
 use pool::Pool;
-use protocol::ToEngine;
+use protocol::{Program, Report, ToEngine};
 
 /// How an execution is isolated from the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -200,8 +210,13 @@ pub struct Outcome {
     pub calls: u32,
     /// Tool calls that failed (rejected in the program).
     pub failed_calls: u32,
-    /// Wall-clock time.
+    /// Wall-clock time, waiting included.
     pub duration: Duration,
+    /// Of it, the time spent waiting for a place among the running executions.
+    pub queued: Duration,
+    /// The most bytes of tool-call arguments the host held at once for this execution (calls
+    /// read but not finished): bounded by backpressure, see the table above.
+    pub held_argument_bytes: usize,
 }
 
 impl std::fmt::Display for ExecError {
@@ -239,6 +254,9 @@ pub struct SandboxOptions {
     /// Executions that may wait for a place before more are refused as busy. Default 128: a
     /// burst from fifty clients at once waits its turn rather than being refused.
     pub queue: usize,
+    /// Executions one client may have waiting. Default 32. Places go to the clients in turn,
+    /// whatever their queues hold.
+    pub queue_per_client: usize,
     /// How long past its deadline (or its cancellation) an execution may take to stop on its
     /// own before its worker is killed or its thread abandoned. Default 500 ms.
     pub grace: Duration,
@@ -251,6 +269,7 @@ impl Default for SandboxOptions {
             worker_args: vec!["worker".to_owned()],
             workers: 2,
             queue: 128,
+            queue_per_client: 32,
             grace: Duration::from_millis(500),
         }
     }
@@ -270,6 +289,8 @@ pub struct Execution {
     pub bridge: Arc<dyn ToolBridge>,
     /// Cancelled when the client gives up (`notifications/cancelled`).
     pub cancel: CancellationToken,
+    /// Who asked (a client session): executions are admitted fairly across clients.
+    pub client: String,
 }
 
 /// Runs agents' programs. Cheap to create; share one behind an `Arc`.
@@ -310,31 +331,41 @@ impl Sandbox {
             modules,
             bridge,
             cancel,
+            client,
         } = execution;
         let limits = normalized(limits);
-        let transpiled = tokio::task::spawn_blocking(move || {
-            transpile::transpile_as(&source, engine::AGENT_MODULE, true)
-        })
-        .await;
-        let program = match transpiled {
-            Ok(Ok(program)) => program,
-            Ok(Err(error)) => return failed(error),
-            Err(error) => {
-                return failed(ExecError::new(
-                    ErrorKind::Syntax,
-                    format!("the transpiler failed: {error}"),
-                ));
-            }
-        };
         if cancel.is_cancelled() {
             return failed(ExecError::new(
                 ErrorKind::Cancelled,
                 "the execution was cancelled",
             ));
         }
-        let _permit = match self.pool.admit(&cancel).await {
+        let waited = std::time::Instant::now();
+        let _permit = match self.pool.admit(&client, &cancel).await {
             Ok(permit) => permit,
             Err(error) => return failed(error),
+        };
+        let queued = waited.elapsed();
+        // Transpiling comes after admission and counts against the execution's time. A worker
+        // transpiles its own program; an engine thread's is transpiled here when it is small
+        // and in a worker process otherwise.
+        let mut spent = Duration::ZERO;
+        let program = match limits.isolation {
+            Isolation::Process => Program::Source(source),
+            Isolation::Thread => {
+                let started = std::time::Instant::now();
+                match self.transpile_for_thread(source, &limits, &cancel).await {
+                    Ok(program) => {
+                        spent = started.elapsed();
+                        Program::Transpiled(program)
+                    }
+                    Err(ending) => {
+                        let mut outcome = finish(ending, Gathered::default(), &limits);
+                        outcome.queued = queued;
+                        return outcome;
+                    }
+                }
+            }
         };
         let job = Job {
             limits: &limits,
@@ -342,18 +373,88 @@ impl Sandbox {
             bridge: &bridge,
             cancel: &cancel,
             grace: self.pool.options.grace,
+            spent,
         };
         let mut gathered = Gathered::default();
-        let ending = match limits.isolation {
-            Isolation::Process => self.run_in_worker(program, &job, &mut gathered).await,
-            Isolation::Thread => run_in_thread(program, &job, &mut gathered).await,
+        let ending = match program {
+            Program::Source(_) => self.run_in_worker(program, &job, &mut gathered).await,
+            Program::Transpiled(program) => {
+                gathered.started = true;
+                run_in_thread(program, &job, &mut gathered).await
+            }
         };
-        finish(ending, gathered, &limits)
+        let mut outcome = finish(ending, gathered, &limits);
+        outcome.queued = queued;
+        outcome
+    }
+
+    /// The program of an engine thread: transpiled on a blocking thread of the host when the
+    /// source is at most [`IN_PROCESS_TRANSPILE_BYTES`] (the scan bounds the work such a source
+    /// can cause), else in a worker process, as in process isolation: whatever the source
+    /// makes SWC do costs that worker, never the host. Either way within the deadline.
+    async fn transpile_for_thread(
+        &self,
+        source: String,
+        limits: &Limits,
+        cancel: &CancellationToken,
+    ) -> Result<Transpiled, Ending> {
+        let refused = |error: ExecError| {
+            Ending::Done(Report {
+                result: Err(error),
+                calls: 0,
+                failed_calls: 0,
+                logs_dropped: 0,
+            })
+        };
+        let deadline = tokio::time::Instant::now() + limits.timeout;
+        if source.len() <= IN_PROCESS_TRANSPILE_BYTES {
+            let work = tokio::task::spawn_blocking(move || {
+                transpile::transpile_as(&source, engine::AGENT_MODULE, true)
+            });
+            return tokio::select! {
+                done = work => match done {
+                    Ok(Ok(program)) => Ok(program),
+                    Ok(Err(error)) => Err(refused(error)),
+                    Err(error) => Err(refused(ExecError::new(
+                        ErrorKind::Syntax,
+                        format!("the transpiler failed: {error}"),
+                    ))),
+                },
+                _ = tokio::time::sleep_until(deadline) => Err(Ending::Stopped(ErrorKind::Timeout)),
+                _ = cancel.cancelled() => Err(Ending::Stopped(ErrorKind::Cancelled)),
+            };
+        }
+        let mut worker = self
+            .pool
+            .checkout()
+            .await
+            .map_err(|error| Ending::Lost(format!("cannot start a sandbox worker: {error}")))?;
+        let answer = tokio::select! {
+            answer = worker.transpile(source) => answer,
+            _ = tokio::time::sleep_until(deadline + self.pool.options.grace) => {
+                Err(Ending::Stopped(ErrorKind::Timeout))
+            }
+            _ = cancel.cancelled() => Err(Ending::Stopped(ErrorKind::Cancelled)),
+        };
+        match answer {
+            Ok(result) => {
+                self.pool.checkin(worker);
+                result.map_err(refused)
+            }
+            Err(ending) => {
+                worker.kill().await;
+                self.pool.replace_in_background();
+                Err(match ending {
+                    Ending::Lost(message) => transpile_lost(message),
+                    other => other,
+                })
+            }
+        }
     }
 
     async fn run_in_worker(
         &self,
-        program: Transpiled,
+        program: Program,
         job: &Job<'_>,
         gathered: &mut Gathered,
     ) -> Ending {
@@ -363,6 +464,8 @@ impl Sandbox {
         let mut attempts = 0;
         loop {
             attempts += 1;
+            let attempt = std::time::Instant::now();
+            gathered.started = false;
             let start = ToEngine::Run {
                 program: program.clone(),
                 limits: job.engine_limits(),
@@ -387,9 +490,14 @@ impl Sandbox {
                     self.pool.replace_in_background();
                 }
             }
+            // A worker that dies while transpiling most likely died of the source (its memory
+            // or its stack); unless that was at once (a worker that died while idle), it is not
+            // tried again.
             let untouched = gathered.calls == 0 && gathered.logs.is_empty();
+            let at_once = attempt.elapsed() < std::time::Duration::from_millis(100);
             if matches!(ending, Ending::Lost(_))
                 && untouched
+                && (gathered.started || at_once)
                 && attempts == 1
                 && !job.cancel.is_cancelled()
             {
@@ -398,7 +506,10 @@ impl Sandbox {
                 );
                 continue;
             }
-            return ending;
+            return match ending {
+                Ending::Lost(message) if !gathered.started => transpile_lost(message),
+                ending => ending,
+            };
         }
     }
 }
@@ -415,6 +526,26 @@ async fn run_in_thread(program: Transpiled, job: &Job<'_>, gathered: &mut Gather
     let mut conn = Conn::Thread(engine);
     // Dropping the connection abandons the thread if it is still running.
     host::drive(&mut conn, None, job, gathered).await
+}
+
+/// The largest source that thread isolation transpiles in the host process: 16 KiB. Larger
+/// ones go to a worker process, where a runaway costs the worker.
+pub const IN_PROCESS_TRANSPILE_BYTES: usize = 16 << 10;
+
+/// A worker lost before it started the program: transpiling it is what killed the worker.
+fn transpile_lost(message: String) -> Ending {
+    Ending::Done(Report {
+        result: Err(ExecError::new(
+            ErrorKind::Limit,
+            format!(
+                "transpiling the program exceeded the sandbox's limits ({message}); the source \
+                 is too large or too deeply nested: split it or flatten it"
+            ),
+        )),
+        calls: 0,
+        failed_calls: 0,
+        logs_dropped: 0,
+    })
 }
 
 /// The longest timeout honoured: a day (a deadline must be a representable instant).
@@ -446,6 +577,8 @@ fn failed(error: ExecError) -> Outcome {
         calls: 0,
         failed_calls: 0,
         duration: Duration::ZERO,
+        queued: Duration::ZERO,
+        held_argument_bytes: 0,
     }
 }
 
@@ -459,6 +592,8 @@ fn finish(ending: Ending, gathered: Gathered, limits: &Limits) -> Outcome {
         engine_dropped,
         calls,
         failed_calls,
+        started: _,
+        held_peak,
     } = gathered;
     let (result, calls, failed_calls, engine_dropped) = match ending {
         Ending::Done(report) => (
@@ -513,5 +648,7 @@ fn finish(ending: Ending, gathered: Gathered, limits: &Limits) -> Outcome {
         calls,
         failed_calls,
         duration: Duration::ZERO,
+        queued: Duration::ZERO,
+        held_argument_bytes: held_peak,
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! worker → host   {"t":"ready","version":1}                       once, after start
-//! host → worker   {"t":"run","program":{…},"limits":{…},"generation":7}
+//! host → worker   {"t":"run","program":{"source":"…"},"limits":{…},"generation":7}
+//! worker → host   {"t":"started"}                                 transpiled: the program runs
 //! worker → host   {"t":"load","id":1,"path":"/servers/demo/index.ts"}
 //! host → worker   {"t":"module","id":1,"source":"export * from './echo';"}   (null: no such module)
 //! worker → host   {"t":"paths","id":2}
@@ -14,7 +15,13 @@
 //! worker → host   {"t":"dropped","bytes":123456}                  console bytes dropped so far
 //! host → worker   {"t":"cancel"}
 //! worker → host   {"t":"done","report":{…}}
+//! host → worker   {"t":"transpile","id":4,"source":"…"}           for an engine on a host thread
+//! worker → host   {"t":"transpiled","id":4,"result":{"Ok":{…}}}
 //! ```
+//!
+//! The agent's source is transpiled in the worker, after admission and within the execution's
+//! deadline and the worker's memory limit, so that a source that makes SWC run away costs one
+//! worker, never the host. `started` tells the host that transpiling is over.
 //!
 //! A reply carries the tool's result as JSON text, parsed by QuickJS itself, so that no depth
 //! limit of a JSON parser in between applies. The worker exits when its stdin closes.
@@ -25,13 +32,17 @@ use serde_json::Value;
 use super::{ExecError, Transpiled};
 
 /// Bumped whenever a message changes shape; a worker of another version is refused.
-pub(crate) const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const PROTOCOL_VERSION: u32 = 2;
 
 /// The limits an engine enforces itself (the bridge's limits are the host's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct EngineLimits {
-    /// The time the execution has, from when the engine starts.
+    /// The execution's time limit.
     pub timeout_ms: u64,
+    /// Of it, what was spent before the engine started (transpiling): the engine's deadline is
+    /// `timeout_ms - spent_ms` from its start.
+    #[serde(default)]
+    pub spent_ms: u64,
     pub memory_bytes: usize,
     pub stack_bytes: usize,
     pub max_output_bytes: usize,
@@ -43,7 +54,7 @@ pub(crate) struct EngineLimits {
 #[serde(tag = "t", rename_all = "snake_case")]
 pub(crate) enum ToEngine {
     Run {
-        program: Transpiled,
+        program: Program,
         limits: EngineLimits,
         /// The module provider's generation: a worker drops its module cache when it changes.
         generation: u64,
@@ -64,6 +75,21 @@ pub(crate) enum ToEngine {
         err: Option<String>,
     },
     Cancel,
+    /// Transpile a source and answer, running nothing (thread isolation's larger sources).
+    Transpile {
+        id: u64,
+        source: String,
+    },
+}
+
+/// What a run starts from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Program {
+    /// The agent's TypeScript, for the worker to transpile.
+    Source(String),
+    /// Already transpiled.
+    Transpiled(Transpiled),
 }
 
 /// Engine to host.
@@ -85,6 +111,9 @@ pub(crate) enum FromEngine {
         server: String,
         tool: String,
         arguments: Value,
+        /// The arguments' size as JSON, roughly: what the host holds while the call waits.
+        #[serde(default)]
+        bytes: usize,
     },
     Log {
         level: String,
@@ -95,6 +124,12 @@ pub(crate) enum FromEngine {
     },
     Done {
         report: Report,
+    },
+    /// The source is transpiled; the program starts.
+    Started,
+    Transpiled {
+        id: u64,
+        result: Result<Transpiled, ExecError>,
     },
 }
 

@@ -4,7 +4,7 @@ use super::{
     ErrorKind, MAX_NESTING, MAX_SOURCE_BYTES,
     engine::{human_bytes, human_duration},
     transpile,
-    transpile::transpile_as,
+    transpile::{check_shape, transpile_as},
 };
 
 #[test]
@@ -140,6 +140,48 @@ fn pathological_shapes_under_the_caps_do_not_crash() {
             &shape[..20],
             started.elapsed()
         );
+    }
+}
+
+/// Statements nest without braces: each of these, 100 KB and more of one form, took the host
+/// gigabytes and seconds (or its stack) before the scan counted them. Each is now refused by the
+/// scan, before SWC sees it, naming the limit.
+#[test]
+fn statements_nested_without_braces_are_refused_by_the_scan() {
+    let n = 20_000;
+    let shapes = [
+        "if (a)\n".repeat(n) + ";",
+        "for (;;)".repeat(n) + ";",
+        "for (;;)\n".repeat(n) + ";",
+        "while (a)\n".repeat(n) + ";",
+        "with (a)\n".repeat(n) + ";",
+        "for (x of y)\n".repeat(n) + ";",
+        "for await (x of y)\n".repeat(n) + ";",
+        "do\n".repeat(n) + "x;" + &"\nwhile (a);".repeat(n),
+        "if (a) x\nelse\n".repeat(n) + ";",
+        "a:\n".repeat(n) + ";",
+        "x =>\n".repeat(n) + "1",
+        "await\n".repeat(n) + "1",
+        "new\n".repeat(n) + "X",
+    ];
+    for shape in shapes {
+        let error = check_shape(&shape).expect_err(&shape[..20]);
+        assert_eq!(error.kind, ErrorKind::Syntax);
+        assert!(
+            error.message.contains("1024 operators") || error.message.contains("256 levels"),
+            "{:?}: {}",
+            &shape[..20],
+            error.message
+        );
+    }
+    // Siblings are not nesting: the same forms one after another pass.
+    for sibling in [
+        "if (a) x;\n",
+        "for (;;) break;\n",
+        "while (a) x()\n",
+        "a: x;\n",
+    ] {
+        check_shape(&sibling.repeat(n)).expect(sibling);
     }
 }
 

@@ -169,6 +169,9 @@ const NESTING_WORDS: &[&str] = &[
     "extends",
 ];
 
+/// Words followed by parentheses and then a body that need not be braced.
+const HEADER_WORDS: &[&str] = &["if", "for", "while", "with"];
+
 /// Words that may continue an expression on the next line (so a line break before them is not
 /// a statement boundary).
 const CONTINUING_WORDS: &[&str] = &[
@@ -206,6 +209,8 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
     let (mut line, mut line_start) = (1u32, 0usize);
     // The last significant byte, and whether a line break came after it.
     let (mut last, mut broke) = (b';', false);
+    // Whether the last token was a word whose parentheses head a nested body.
+    let mut header = false;
     let mut i = 0;
     let block_base = |stack: &[(u8, usize, usize)]| {
         stack
@@ -289,13 +294,20 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
                 continue;
             }
             b'(' | b'[' | b'{' | b'`' => {
-                stack.push((c, chain, elses));
+                // The parentheses of `if (…)`, `for (…)`, `while (…)`, `with (…)`: what follows
+                // them is their body, nested, even on the next line.
+                let kind = if c == b'(' && header { b'H' } else { c };
+                stack.push((kind, chain, elses));
                 if stack.len() > MAX_NESTING {
                     return Err(too_deep(position(i, line, line_start)));
                 }
             }
             b')' | b']' => {
-                stack.pop();
+                if let Some((b'H', _, _)) = stack.pop() {
+                    (last, broke, header) = (b'=', false, false);
+                    i += 1;
+                    continue;
+                }
             }
             b'}' => {
                 if let Some((_, saved_chain, saved_elses)) = stack.pop() {
@@ -303,7 +315,10 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
                     elses = saved_elses;
                 }
             }
-            b';' => chain = block_base(&stack).0,
+            // A `;` inside parentheses separates the clauses of a `for`: no statement ends.
+            b';' if !matches!(stack.last(), Some((b'(' | b'[' | b'H', _, _))) => {
+                chain = block_base(&stack).0;
+            }
             // Elements of a list are siblings: the chain restarts from where the list opened.
             b',' => chain = stack.last().map_or(0, |(_, saved, _)| *saved),
             b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'!' | b'~' | b'?' | b':'
@@ -333,10 +348,14 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
                 }
                 last = b'a';
                 broke = false;
+                header = HEADER_WORDS.contains(&word) || (header && word == "await");
                 if word == "else" {
                     elses += 1;
+                    last = b'=';
                 } else if NESTING_WORDS.contains(&word) {
                     chain += 1;
+                    // What follows on the next line is its operand or body, not a sibling.
+                    last = b'=';
                 }
                 if chain + elses > MAX_CHAIN {
                     return Err(too_long(position(start, line, line_start)));
@@ -347,6 +366,7 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
         }
         last = c;
         broke = false;
+        header = false;
         i += 1;
     }
     Ok(())

@@ -11,14 +11,69 @@ use std::{
         mpsc,
     },
     thread,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use super::{
     engine::{self, Link, ModuleCache, ModuleSource},
     host::ENGINE_STACK_MARGIN,
-    protocol::{FromEngine, PROTOCOL_VERSION, ToEngine},
+    protocol::{FromEngine, PROTOCOL_VERSION, Program, Report, ToEngine},
+    transpile,
 };
+
+/// The memory a worker may use beyond the QuickJS heap and the stacks, above what it had when
+/// it started: room for SWC to transpile the largest source accepted (1 MiB of ordinary
+/// TypeScript takes about 100 MiB) and the module cache. Past it an allocation fails and the
+/// worker dies; the host reports the execution as having exceeded the sandbox's memory, and
+/// replaces the worker.
+pub(crate) const TRANSPILE_MEMORY_BYTES: usize = 1 << 30;
+
+/// The address space a worker had when it started, the base that [`limit_memory`] adds to.
+static BASE_ADDRESS_SPACE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Bounds the worker's address space (`RLIMIT_AS`, the soft limit only, so that the next run
+/// may set another) to what it had at start plus `extra` bytes. Address space, not resident
+/// memory: it counts stacks and allocator arenas as reserved, hence the generous room. Best
+/// effort: where it cannot be read or set, the deadline still bounds the worker.
+#[cfg(target_os = "linux")]
+fn limit_memory(extra: usize) {
+    let base = *BASE_ADDRESS_SPACE.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|statm| statm.split_whitespace().next()?.parse::<usize>().ok())
+            .map_or(0, |pages| pages.saturating_mul(page_size()))
+    });
+    if base == 0 {
+        return;
+    }
+    // Threads reserve their stacks and a malloc arena each (64 MiB) up front.
+    let limit = base.saturating_add(extra).saturating_add(512 << 20);
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into the valid struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut current) } != 0 {
+        return;
+    }
+    let wanted = libc::rlimit {
+        rlim_cur: (limit as libc::rlim_t).min(current.rlim_max),
+        rlim_max: current.rlim_max,
+    };
+    // SAFETY: setrlimit reads one valid `rlimit`; lowering or raising the soft limit up to the
+    // hard one is always allowed.
+    unsafe { libc::setrlimit(libc::RLIMIT_AS, &wanted) };
+}
+
+#[cfg(target_os = "linux")]
+fn page_size() -> usize {
+    // SAFETY: sysconf only reads a system constant.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn limit_memory(_extra: usize) {}
 
 /// The body of `runbyte worker`.
 pub fn worker_main() -> ExitCode {
@@ -37,6 +92,7 @@ pub fn worker_main() -> ExitCode {
             std::process::exit(0);
         }
     };
+    limit_memory(TRANSPILE_MEMORY_BYTES);
     send(FromEngine::Ready {
         version: PROTOCOL_VERSION,
     });
@@ -84,13 +140,55 @@ pub fn worker_main() -> ExitCode {
             Err(false) => continue,
         };
         // Replies that arrive after their execution ended are dropped here.
-        let ToEngine::Run {
-            program,
-            limits,
-            generation,
-        } = message
-        else {
-            continue;
+        let (program, mut limits, generation) = match message {
+            ToEngine::Run {
+                program,
+                limits,
+                generation,
+            } => (program, limits, generation),
+            ToEngine::Transpile { id, source } => {
+                limit_memory(TRANSPILE_MEMORY_BYTES);
+                let result = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
+                link.send(FromEngine::Transpiled { id, result });
+                continue;
+            }
+            _ => continue,
+        };
+        limit_memory(
+            limits
+                .memory_bytes
+                .saturating_add(limits.stack_bytes)
+                .saturating_add(ENGINE_STACK_MARGIN)
+                .saturating_add(TRANSPILE_MEMORY_BYTES),
+        );
+        let program = match program {
+            Program::Transpiled(program) => program,
+            Program::Source(source) => {
+                // Transpiling counts against the execution's time: what it took, the engine
+                // has less.
+                let started = Instant::now();
+                let transpiled = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
+                drop(source);
+                let spent = started.elapsed().as_millis().min(u64::MAX as u128) as u64;
+                limits.spent_ms = limits.spent_ms.saturating_add(spent);
+                match transpiled {
+                    Ok(program) => {
+                        link.send(FromEngine::Started);
+                        program
+                    }
+                    Err(error) => {
+                        link.send(FromEngine::Done {
+                            report: Report {
+                                result: Err(error),
+                                calls: 0,
+                                failed_calls: 0,
+                                logs_dropped: 0,
+                            },
+                        });
+                        continue;
+                    }
+                }
+            }
         };
         if let Ok(mut cache) = cache.lock() {
             cache.refresh(generation);

@@ -131,20 +131,20 @@ impl Gateway {
             .get("withDescriptions")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        self.runtime.ready().await;
         self.runtime
             .vfs
-            .snapshot()
+            .settled(STARTUP_GRACE)
+            .await
             .list(path, with_descriptions)
             .map_err(|e| e.to_string())
     }
 
     async fn read_file(&self, args: &Value) -> Result<String, String> {
         let path = required_str(args, "path")?;
-        self.runtime.ready().await;
         self.runtime
             .vfs
-            .snapshot()
+            .settled(STARTUP_GRACE)
+            .await
             .read(path)
             .map(|content| content.to_string())
             .map_err(|e| e.to_string())
@@ -157,8 +157,7 @@ impl Gateway {
             .and_then(Value::as_u64)
             .unwrap_or(10)
             .clamp(1, 50) as usize;
-        self.runtime.ready().await;
-        let snapshot = self.runtime.vfs.snapshot();
+        let snapshot = self.runtime.vfs.settled(STARTUP_GRACE).await;
         let hits = snapshot.search(query, limit);
         if hits.is_empty() {
             return Ok(format!(
@@ -194,7 +193,7 @@ impl Gateway {
             Ok(code) => code.to_owned(),
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
         };
-        self.runtime.ready().await;
+        // No waiting for servers here: `execute::run` waits for those the program imports.
         let prepared = match execute::prepare(&self.runtime, &self.session).await {
             Ok(prepared) => prepared,
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
@@ -233,6 +232,11 @@ impl Gateway {
         result
     }
 }
+
+/// How long after start the VFS tools wait for servers still starting: what is about to be
+/// ready is shown ready, and a server that takes longer delays no one (its folder says
+/// "starting").
+const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How often a running execution tells a client that asked for progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);

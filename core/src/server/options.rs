@@ -31,10 +31,12 @@ pub fn is_loopback(bind: &str) -> bool {
 }
 
 /// The bearer token in `path`, creating the file (owner-only, mode 0600) with a fresh random
-/// token when it does not exist.
+/// token when it does not exist. An existing file that anyone but its owner may read or write
+/// is refused: the token may already be known, and changing the mode would not unknow it.
 pub fn token_from_file(path: &Path) -> Result<String, String> {
-    match std::fs::read_to_string(path) {
+    match read_private(path) {
         Ok(text) => {
+            let text = text?;
             let token = text.trim().to_owned();
             if token.len() < 16 {
                 return Err(format!(
@@ -72,6 +74,28 @@ pub fn token_from_file(path: &Path) -> Result<String, String> {
             path.display()
         )),
     }
+}
+
+/// The text of the file at `path`, read through the descriptor whose mode was checked; the
+/// outer error is the file's absence or unreadability, the inner one a mode that lets others in.
+fn read_private(path: &Path) -> std::io::Result<Result<String, String>> {
+    let mut file = std::fs::File::open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata()?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Ok(Err(format!(
+                "the token file {} is open to other users (mode {mode:04o}); make it private \
+                 with `chmod 600 {}`, and replace the token if others may have read it",
+                path.display(),
+                path.display()
+            )));
+        }
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text)?;
+    Ok(Ok(text))
 }
 
 /// The listener options for `listen`, from the configuration and the command line's overrides.
@@ -133,6 +157,33 @@ mod tests {
                 0o600
             );
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_others_may_read_is_refused_with_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("runbyte-token-open-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        std::fs::write(&path, "0123456789abcdef0123456789abcdef\n").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let error = token_from_file(&path).unwrap_err();
+            assert!(
+                error.contains(&path.display().to_string())
+                    && error.contains(&format!("mode {mode:04o}"))
+                    && error.contains("chmod 600"),
+                "{error}"
+            );
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            token_from_file(&path).unwrap(),
+            "0123456789abcdef0123456789abcdef"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -162,3 +162,53 @@ fn words_split_names_the_way_people_write_them() {
     assert_eq!(words("get_weather-now"), ["get", "weather", "now"]);
     assert_eq!(words("HTTPServer2"), ["httpserver2"]);
 }
+
+#[test]
+fn a_program_names_the_folders_it_imports() {
+    let named = folders_named(
+        "import { a } from './servers/github';\nimport * as s from \"/servers/slack/index.ts\";\nconst x = myservers/no;",
+    );
+    assert!(!named.all);
+    assert_eq!(
+        named.folders.into_iter().collect::<Vec<_>>(),
+        ["github", "slack"]
+    );
+    assert!(folders_named("import * as all from './servers';").all);
+    assert!(folders_named("import * as all from 'servers/index';").all);
+    assert!(folders_named("export default 1").folders.is_empty());
+}
+
+#[test]
+fn a_starting_server_is_shown_starting() {
+    let mut snapshot = Snapshot::default();
+    snapshot.files.insert(
+        "/servers/slow/index.ts".to_owned(),
+        File::new("// starting"),
+    );
+    snapshot.folders.insert(
+        "slow".to_owned(),
+        ServerFolder {
+            server: "slow".to_owned(),
+            folder: "slow".to_owned(),
+            status: FolderStatus::Starting,
+            tools: Vec::new(),
+        },
+    );
+    assert!(
+        snapshot
+            .list("/servers", false)
+            .unwrap()
+            .contains("slow/  (starting)")
+    );
+    assert!(
+        snapshot
+            .list("/servers/slow", false)
+            .unwrap()
+            .contains("is starting")
+    );
+    assert_eq!(
+        snapshot.starting_in("import { x } from './servers/slow'"),
+        ["slow"]
+    );
+    assert!(snapshot.starting_in("export default 1").is_empty());
+}

@@ -21,6 +21,7 @@ const MAX_HUGE_BYTES: u64 = 256 * 1024 * 1024;
 const MAX_SLOW_MS: u64 = 600_000;
 const MAX_SQUARES: u64 = 10_000;
 const MAX_STDERR_LINES: u64 = 1_000_000;
+const MAX_STORM: u64 = 100_000;
 
 const NORMAL_TOOLS: &[&str] = &[
     "echo",
@@ -161,6 +162,21 @@ pub async fn call(
             return Err(ErrorData::internal_error("hang: cancelled", None));
         }
         "cancelled_count" => Ok(text(state.cancelled_count().to_string())),
+        "storm" if state.settings.has(crate::cli::Mode::Storm) => {
+            match args.u64("count", MAX_STORM) {
+                Ok(count) => {
+                    let mut told = 0;
+                    for _ in 0..count {
+                        told += state.notify_tools_changed().await;
+                    }
+                    Ok(text(format!("sent {told} notification(s)")))
+                }
+                Err(message) => Err(message),
+            }
+        }
+        "list_count" if state.settings.has(crate::cli::Mode::Storm) => {
+            Ok(text(state.list_count().to_string()))
+        }
         _ if state.is_echo_tool(name) => Ok(text(
             json!({"tool": name, "arguments": Value::Object(arguments.clone())}).to_string(),
         )),

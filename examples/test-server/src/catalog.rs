@@ -26,6 +26,39 @@ pub const ODD_NAMES: &[&str] = &[
     "a.b",
 ];
 
+/// The tools `--mode broken-schemas` slips into every `tools/list` answer (see `stdio.rs`).
+pub const BROKEN: &[&str] = &[
+    "broken_null",
+    "broken_missing",
+    "broken_string",
+    "broken_deep",
+];
+
+/// How deep `broken_deep`'s schema nests: past serde_json's recursion limit (128).
+const BROKEN_DEPTH: usize = 200;
+
+/// The raw JSON of the tools `--mode broken-schemas` adds: not expressible as rmcp `Tool`s.
+pub fn broken_tools_json() -> Vec<String> {
+    let mut deep = String::new();
+    for _ in 0..BROKEN_DEPTH / 2 {
+        deep.push_str(r#"{"type":"object","properties":{"x":"#);
+    }
+    deep.push_str(r#"{"type":"string"}"#);
+    for _ in 0..BROKEN_DEPTH / 2 {
+        deep.push_str("}}");
+    }
+    vec![
+        r#"{"name":"broken_null","description":"inputSchema is null","inputSchema":null}"#
+            .to_owned(),
+        r#"{"name":"broken_missing","description":"no inputSchema"}"#.to_owned(),
+        r#"{"name":"broken_string","description":"inputSchema is a string","inputSchema":"nope"}"#
+            .to_owned(),
+        format!(
+            r#"{{"name":"broken_deep","description":"inputSchema nests {BROKEN_DEPTH} levels","inputSchema":{deep}}}"#
+        ),
+    ]
+}
+
 /// Every tool served at start, in listing order: the normal tools, then those of the modes.
 pub fn fixed_tools(settings: &Settings) -> Vec<Tool> {
     let mut tools = normal_tools();
@@ -37,6 +70,21 @@ pub fn fixed_tools(settings: &Settings) -> Vec<Tool> {
     }
     if settings.has(Mode::ComplexSchemas) {
         tools.extend(complex_schema_tools());
+    }
+    if settings.has(Mode::Storm) {
+        tools.push(Tool::new(
+            "storm",
+            "Sends `count` notifications/tools/list_changed at once.",
+            schema(
+                json!({"type": "object", "properties": {"count": {"type": "integer"}},
+                "required": ["count"]}),
+            ),
+        ));
+        tools.push(Tool::new(
+            "list_count",
+            "How many tools/list requests arrived so far.",
+            no_arguments(),
+        ));
     }
     tools.extend((0..settings.extra_tools).map(many_tool));
     tools

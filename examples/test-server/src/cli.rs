@@ -144,6 +144,15 @@ pub enum Mode {
     ComplexSchemas,
     /// Ignore SIGTERM, and on stdio keep running after stdin closes: only SIGKILL ends it.
     Stubborn,
+    /// stdio only: every `tools/list` answer also holds tools whose `inputSchema` is broken:
+    /// `broken_null` (null), `broken_missing` (absent), `broken_string` (a string) and
+    /// `broken_deep` (nested 200 levels, past a JSON parser's recursion limit).
+    BrokenSchemas,
+    /// Add `storm {count}` (sends `count` `notifications/tools/list_changed` at once) and
+    /// `list_count` (how many `tools/list` requests arrived so far).
+    Storm,
+    /// Answer the first `tools/list` of the process; never answer a later one.
+    HangOnRelist,
 }
 
 /// What the server does, from the flags.
@@ -213,6 +222,9 @@ impl TryFrom<Cli> for Settings {
         };
         if modes.contains(&Mode::GarbageStdout) && cli.transport != Transport::Stdio {
             bail!("--mode garbage-stdout needs --transport stdio");
+        }
+        if modes.contains(&Mode::BrokenSchemas) && cli.transport != Transport::Stdio {
+            bail!("--mode broken-schemas needs --transport stdio");
         }
         if cli.auth_token.is_some() && cli.transport == Transport::Stdio {
             bail!("--auth-token needs --transport http or sse");

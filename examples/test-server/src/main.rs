@@ -63,6 +63,9 @@
 //! | `hostile-metadata` | adds tools whose descriptions hold `*/`, backticks, `${`, control and bidi characters, whose property names are not identifiers (`__proto__`, `with space`...), and tools named `constructor`, `__proto__`, `toString` and `""` |
 //! | `complex-schemas` | adds `schema_nested`, `schema_unions`, `schema_allof`, `schema_refs` (recursive `$ref`), `schema_maps`, `schema_formats`, `schema_unconvertible` |
 //! | `stubborn` | ignores SIGTERM and, on stdio, keeps running after stdin closes |
+//! | `broken-schemas` | stdio only: each `tools/list` answer also holds `broken_null` (`"inputSchema": null`), `broken_missing` (no `inputSchema`), `broken_string` (a string) and `broken_deep` (nested 200 levels, past serde_json's recursion limit of 128); they echo when called |
+//! | `storm` | adds `storm {count}` (sends `count` `notifications/tools/list_changed` at once, ≤ 100000) and `list_count` (how many `tools/list` requests arrived so far) |
+//! | `hang-on-relist` | answers the first `tools/list` of the process, never a later one |
 //!
 //! Other flags: `--page-size K` pages `tools/list` (cursor = offset); `--list-delay-ms` delays
 //! each `tools/list`; `--auth-token T` (http, sse) demands `Authorization: Bearer T` (401

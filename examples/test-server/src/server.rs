@@ -38,6 +38,8 @@ pub struct State {
     fixed_tools: Vec<Tool>,
     added_tools: Mutex<Vec<Tool>>,
     cancelled: AtomicU64,
+    /// `tools/list` requests so far.
+    lists: AtomicU64,
     /// Clients that connected through `initialize`; told of tool list changes.
     peers: Mutex<Vec<Peer<RoleServer>>>,
     /// 2026-07-28 clients' `subscriptions/listen` streams; told of tool list changes.
@@ -60,6 +62,7 @@ impl State {
             fixed_tools,
             added_tools: Mutex::new(Vec::new()),
             cancelled: AtomicU64::new(0),
+            lists: AtomicU64::new(0),
             peers: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(Vec::new()),
             next_subscription: AtomicU64::new(0),
@@ -69,6 +72,11 @@ impl State {
 
     pub fn cancelled_count(&self) -> u64 {
         self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// How many `tools/list` requests arrived so far.
+    pub fn list_count(&self) -> u64 {
+        self.lists.load(Ordering::SeqCst)
     }
 
     /// Every tool, in listing order.
@@ -84,6 +92,7 @@ impl State {
         let listed = |tool: &Tool| tool.name == name;
         (self.fixed_tools.iter().any(listed) && !calls::is_normal_tool(name))
             || lock(&self.added_tools).iter().any(listed)
+            || (self.settings.has(Mode::BrokenSchemas) && catalog::BROKEN.contains(&name))
     }
 
     /// Adds the next `added_<k>` tool and returns its name.
@@ -221,6 +230,14 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let settings = &self.state.settings;
+        let earlier = self.state.lists.fetch_add(1, Ordering::SeqCst);
+        if settings.has(Mode::HangOnRelist) && earlier > 0 {
+            eprintln!(
+                "{SERVER_NAME}: hanging on tools/list number {}",
+                earlier + 1
+            );
+            std::future::pending::<()>().await;
+        }
         if settings.has(Mode::CrashOnList) {
             crate::exit_now(CRASH_ON_LIST_CODE, "crashing on tools/list");
         }

@@ -46,7 +46,8 @@ pub async fn serve(state: Arc<State>) -> anyhow::Result<()> {
     });
 
     let garbage = state.settings.has(Mode::GarbageStdout);
-    let stdout_pump = tokio::spawn(pump_to_stdout(from_server, garbage));
+    let broken = state.settings.has(Mode::BrokenSchemas);
+    let stdout_pump = tokio::spawn(pump_to_stdout(from_server, garbage, broken));
 
     eprintln!("{SERVER_NAME}: serving on stdio");
     let service = match TestServer::new(state).serve(server_end).await {
@@ -66,8 +67,13 @@ pub async fn serve(state: Arc<State>) -> anyhow::Result<()> {
         .context("writing stdout failed")
 }
 
-/// Copies whole lines to stdout, with a garbage line before the first and after each one.
-async fn pump_to_stdout(from_server: impl AsyncRead + Unpin, garbage: bool) -> std::io::Result<()> {
+/// Copies whole lines to stdout, with a garbage line before the first and after each one, and
+/// with `--mode broken-schemas`'s tools slipped into each `tools/list` answer.
+async fn pump_to_stdout(
+    from_server: impl AsyncRead + Unpin,
+    garbage: bool,
+    broken: bool,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(from_server);
     let mut stdout = tokio::io::stdout();
     let mut garbage_lines = GARBAGE.iter().cycle();
@@ -86,8 +92,30 @@ async fn pump_to_stdout(from_server: impl AsyncRead + Unpin, garbage: bool) -> s
         if reader.read_until(b'\n', &mut line).await? == 0 {
             return stdout.flush().await;
         }
-        stdout.write_all(&line).await?;
+        match broken.then(|| with_broken_tools(&line)).flatten() {
+            Some(rewritten) => stdout.write_all(&rewritten).await?,
+            None => stdout.write_all(&line).await?,
+        }
         write_garbage(&mut stdout).await?;
         stdout.flush().await?;
     }
+}
+
+/// A `tools/list` answer with the broken tools added after the others, as raw JSON (rmcp's
+/// `Tool` cannot hold them); `None` for any other line.
+fn with_broken_tools(line: &[u8]) -> Option<Vec<u8>> {
+    let message: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let tools = message.get("result")?.get("tools")?.as_array()?;
+    let mut all: Vec<String> = tools.iter().map(ToString::to_string).collect();
+    all.extend(crate::catalog::broken_tools_json());
+    let mut result = message.get("result")?.clone();
+    result
+        .as_object_mut()?
+        .insert("tools".to_owned(), "@TOOLS@".into());
+    let mut rewritten =
+        serde_json::json!({"jsonrpc": "2.0", "id": message.get("id")?, "result": result})
+            .to_string()
+            .replace("\"@TOOLS@\"", &format!("[{}]", all.join(",")));
+    rewritten.push('\n');
+    Some(rewritten.into_bytes())
 }

@@ -14,7 +14,7 @@ use std::{
 
 use runbyte_plugin_api::transport::Received;
 
-use crate::lock;
+use crate::{lock, wake::Wake};
 
 enum Item {
     Message(String),
@@ -23,18 +23,41 @@ enum Item {
 
 /// Creates a connected sender and inbox.
 pub fn inbox() -> (InboxSender, Inbox) {
+    with_wake(None)
+}
+
+/// [`inbox`] whose [`Inbox::readable_fd`] is readable whenever `recv` may have something to
+/// return, for pumps the host waits on in its event loop. Without a descriptor to spare (the
+/// process is out of them), the inbox has none and the host reads it from a thread instead.
+pub fn inbox_with_fd() -> (InboxSender, Inbox) {
+    let wake = match Wake::new() {
+        Ok(wake) => Some(Arc::new(wake)),
+        Err(error) => {
+            runbyte_plugin_api::log(
+                runbyte_plugin_api::LogLevel::Warn,
+                &format!("no descriptor to wait on a session ({error}); it will cost a thread"),
+            );
+            None
+        }
+    };
+    with_wake(wake)
+}
+
+fn with_wake(readable: Option<Arc<Wake>>) -> (InboxSender, Inbox) {
     let (tx, rx) = mpsc::channel();
     let ended = Arc::new(Mutex::new(None));
     (
         InboxSender {
             tx: tx.clone(),
             ended: ended.clone(),
+            readable: readable.clone(),
         },
         Inbox {
             rx: Mutex::new(rx),
             wake: tx,
             closed: Mutex::new(None),
             ended,
+            readable,
         },
     )
 }
@@ -44,12 +67,22 @@ pub fn inbox() -> (InboxSender, Inbox) {
 pub struct InboxSender {
     tx: Sender<Item>,
     ended: Arc<Mutex<Option<String>>>,
+    readable: Option<Arc<Wake>>,
 }
 
 impl InboxSender {
     /// Queues one message; `false` when the inbox is gone.
     pub fn message(&self, message: String) -> bool {
-        self.tx.send(Item::Message(message)).is_ok()
+        let sent = self.tx.send(Item::Message(message)).is_ok();
+        self.signal();
+        sent
+    }
+
+    /// After queueing, never before: see [`crate::wake`].
+    fn signal(&self) {
+        if let Some(readable) = &self.readable {
+            readable.signal();
+        }
     }
 
     /// Ends the connection: `recv` answers `Closed(reason)` once the messages queued before it
@@ -58,6 +91,7 @@ impl InboxSender {
         let reason = reason.into();
         lock(&self.ended).get_or_insert_with(|| reason.clone());
         let _ = self.tx.send(Item::Closed(reason));
+        self.signal();
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -75,6 +109,7 @@ pub struct Inbox {
     /// Set as soon as the connection ends, before `recv` has read what was queued ahead of the
     /// end: what `send` checks.
     ended: Arc<Mutex<Option<String>>>,
+    readable: Option<Arc<Wake>>,
 }
 
 impl Inbox {
@@ -82,6 +117,10 @@ impl Inbox {
     pub fn recv(&self, timeout: Duration) -> Received {
         if let Some(reason) = self.closed_reason() {
             return Received::Closed(reason);
+        }
+        // Before looking at the queue, never after: see [`crate::wake`].
+        if let Some(readable) = &self.readable {
+            readable.drain();
         }
         let item = lock(&self.rx).recv_timeout(timeout);
         match item {
@@ -98,11 +137,20 @@ impl Inbox {
         }
     }
 
+    /// A descriptor that is readable whenever `recv` may have something to return (made by
+    /// [`inbox_with_fd`]); valid as long as the inbox.
+    pub fn readable_fd(&self) -> Option<i32> {
+        self.readable.as_ref().map(|readable| readable.fd())
+    }
+
     /// Closes at once: queued messages are dropped and every later `recv` answers `Closed`.
     pub fn close_now(&self, reason: &str) {
         lock(&self.ended).get_or_insert_with(|| reason.to_owned());
         self.set_closed(reason.to_owned());
         let _ = self.wake.send(Item::Closed(reason.to_owned()));
+        if let Some(readable) = &self.readable {
+            readable.signal();
+        }
     }
 
     /// Why `recv` answers `Closed`, once it does.

@@ -7,22 +7,29 @@
 //! session and is answered 202; an unknown or ended session is 404, a missing id 400. The
 //! session lasts as long as its stream: when the client goes away, the host's `recv` answers
 //! `Closed`.
+//!
+//! Sessions are capped in total and per client IP, and a session whose client POSTs nothing
+//! past `initialize` within `uninitialized-session-timeout-ms` ends (see [`crate::limits`]). A
+//! session costs the host no thread: its pump gives a descriptor to wait on.
 
 use std::{
-    collections::HashMap,
     net::SocketAddr,
     sync::{
         Arc, Mutex, Weak,
         atomic::{AtomicBool, Ordering},
         mpsc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use crate::{
-    Inbox, InboxSender, PrivateRuntime, Tasks, inbox, jsonrpc, lock,
+    Inbox, InboxSender, PrivateRuntime, Tasks, inbox_with_fd,
+    jsonrpc::{self, Kind},
+    limits::ListenLimits,
+    lock,
     security::{Guard, random_id},
     server::{self, AcceptQueue, Body, Handler, Request},
+    sessions::{self, SessionTable},
     sse::encode_event,
 };
 use bytes::Bytes;
@@ -36,21 +43,33 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 const SSE_PATH: &str = "/sse";
 const MESSAGE_PATH: &str = "/message";
-/// Sessions open at once; a GET beyond that is answered 503.
-const MAX_SESSIONS: usize = 1024;
 
-/// Starts the listener on the transport's runtime.
-pub fn listen(runtime: Arc<PrivateRuntime>, options: &str) -> Result<Box<dyn Listener>, String> {
-    let prepared = server::prepare(options)?;
+/// Starts the listener on the transport's runtime; `base` holds the limits from the
+/// transport's table, which the options' own limit keys override.
+pub fn listen(
+    runtime: Arc<PrivateRuntime>,
+    options: &str,
+    base: &ListenLimits,
+) -> Result<Box<dyn Listener>, String> {
+    let prepared = server::prepare(options, base)?;
     let tasks = Arc::new(Tasks::new(runtime.handle().clone()));
     let (accept_tx, accept_rx) = mpsc::channel();
     let state = Arc::new(State {
         guard: prepared.guard,
-        max_body: prepared.max_body,
-        sessions: Mutex::new(HashMap::new()),
+        limits: prepared.limits,
+        sessions: Mutex::new(SessionTable::default()),
         accept_tx: Mutex::new(Some(accept_tx)),
     });
-    server::serve(prepared.listener, tasks.clone(), state.clone())?;
+    server::serve(
+        prepared.listener,
+        tasks.clone(),
+        state.clone(),
+        &state.limits,
+    )?;
+    let weak = Arc::downgrade(&state);
+    sessions::sweep_every(&tasks, state.limits.sweep_interval(), move || {
+        weak.upgrade().map(|state| state.sweep()).is_some()
+    });
     log(
         LogLevel::Info,
         &format!(
@@ -87,10 +106,7 @@ impl Listener for SseListener {
     fn close(&self) {
         self.tasks.abort_all();
         lock(&self.state.accept_tx).take();
-        let sessions: Vec<_> = lock(&self.state.sessions)
-            .drain()
-            .map(|(_, session)| session)
-            .collect();
+        let sessions = lock(&self.state.sessions).drain();
         for session in sessions {
             session.end("the listener closed");
         }
@@ -105,8 +121,8 @@ impl Drop for SseListener {
 
 struct State {
     guard: Guard,
-    max_body: usize,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    limits: ListenLimits,
+    sessions: Mutex<SessionTable<Session>>,
     accept_tx: Mutex<Option<mpsc::Sender<Accepted>>>,
 }
 
@@ -145,6 +161,25 @@ fn query_session(request: &Request) -> Option<String> {
 }
 
 impl State {
+    /// Ends the sessions whose client never got past `initialize` in time.
+    fn sweep(&self) {
+        let timeout = self.limits.uninitialized_session_timeout;
+        let expired = lock(&self.sessions).select(|session| {
+            !session.initialized.load(Ordering::SeqCst) && session.opened.elapsed() >= timeout
+        });
+        for session in expired {
+            log(
+                LogLevel::Info,
+                &format!(
+                    "SSE session {} expired: not initialized within {} ms",
+                    session.id,
+                    timeout.as_millis()
+                ),
+            );
+            session.end("the session was not initialized in time");
+        }
+    }
+
     fn open(self: &Arc<Self>, peer: SocketAddr) -> Response<Body> {
         let unavailable = |why: &str| {
             server::error_status(
@@ -166,20 +201,20 @@ impl State {
         let (stream, rx) = unbounded_channel();
         let endpoint = format!("{MESSAGE_PATH}?sessionId={id}");
         let _ = stream.send(Bytes::from(encode_event(Some("endpoint"), &endpoint)));
-        let (sender, host_inbox) = inbox::inbox();
+        let (sender, host_inbox) = inbox_with_fd();
         let session = Arc::new(Session {
             id: id.clone(),
             inbox: sender,
             stream: Mutex::new(Some(stream.clone())),
             ended: AtomicBool::new(false),
+            initialized: AtomicBool::new(false),
+            opened: Instant::now(),
             state: Arc::downgrade(self),
         });
-        {
-            let mut sessions = lock(&self.sessions);
-            if sessions.len() >= MAX_SESSIONS {
-                return unavailable(&format!("too many sessions (at most {MAX_SESSIONS})"));
-            }
-            sessions.insert(id.clone(), session.clone());
+        let inserted =
+            lock(&self.sessions).insert(id.clone(), peer.ip(), session.clone(), &self.limits);
+        if let Err(full) = inserted {
+            return sessions::refused(full, peer.ip());
         }
         let accepted = Accepted {
             pump: Box::new(SessionPump {
@@ -226,7 +261,14 @@ impl State {
         };
         let (parts, body) = request.into_parts();
         let headers: &HeaderMap = &parts.headers;
-        let body = match server::read_body(headers, body, self.max_body).await {
+        let body = match server::read_body(
+            headers,
+            body,
+            self.limits.max_body_bytes,
+            self.limits.body_timeout,
+        )
+        .await
+        {
             Ok(body) => body,
             Err(error) => return server::body_error(error),
         };
@@ -243,12 +285,16 @@ impl State {
             );
         }
         for message in &messages {
-            if let Err(why) = jsonrpc::classify(message) {
-                return server::error_status(
-                    StatusCode::BAD_REQUEST,
-                    jsonrpc::INVALID_REQUEST,
-                    &format!("Invalid Request: {why}"),
-                );
+            match jsonrpc::classify(message) {
+                Err(why) => {
+                    return server::error_status(
+                        StatusCode::BAD_REQUEST,
+                        jsonrpc::INVALID_REQUEST,
+                        &format!("Invalid Request: {why}"),
+                    );
+                }
+                Ok(Kind::Request { method, .. }) if method == "initialize" => {}
+                Ok(_) => session.initialized.store(true, Ordering::SeqCst),
             }
         }
         for message in messages {
@@ -263,6 +309,9 @@ struct Session {
     inbox: InboxSender,
     stream: Mutex<Option<UnboundedSender<Bytes>>>,
     ended: AtomicBool,
+    /// Whether the client sent anything past `initialize`.
+    initialized: AtomicBool,
+    opened: Instant,
     state: Weak<State>,
 }
 
@@ -303,5 +352,14 @@ impl Pump for SessionPump {
     fn close(&self) {
         self.session.end("closed by Runbyte");
         self.inbox.close_now("closed by Runbyte");
+    }
+
+    fn readable_fd(&self) -> Option<i32> {
+        self.inbox.readable_fd()
+    }
+
+    /// `send` queues on the stream's unbounded channel.
+    fn sends_without_blocking(&self) -> bool {
+        true
     }
 }

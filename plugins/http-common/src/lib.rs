@@ -9,7 +9,12 @@
 //! - [`sse`]: Server-Sent Events parsing and framing.
 //! - [`jsonrpc`]: just enough JSON-RPC to route messages and report errors.
 //! - [`security`]: Host/Origin/bearer-token checks for listeners, random session ids.
+//! - [`limits`]: the bounds a listener enforces (sessions, connections, timeouts, bodies), their
+//!   defaults, and where each is enforced.
 //! - [`server`]: binding, the hyper accept loop, bodies and responses for listeners.
+//! - [`sessions`]: a listener's session table (capped in total and per client IP) and what
+//!   decides when an idle session expires.
+//! - [`wake`]: the descriptor a listener's pump gives the host to wait on.
 //! - [`client`]: the HTTP client for connectors (rustls on `ring`, same-origin redirects only).
 //! - [`legacy`]: the 2024-11-05 HTTP+SSE client, used by the `sse` connector and by the `http`
 //!   connector's fallback.
@@ -20,19 +25,22 @@ pub mod inbox;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod legacy_server;
+pub mod limits;
 pub mod runtime;
 pub mod security;
 pub mod server;
+pub mod sessions;
 pub mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod wake;
 
 #[cfg(test)]
 mod tests;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-pub use inbox::{Inbox, InboxSender, inbox};
+pub use inbox::{Inbox, InboxSender, inbox, inbox_with_fd};
 pub use runtime::{PrivateRuntime, Tasks};
 
 /// The largest message a connector accepts from a server unless the target says otherwise

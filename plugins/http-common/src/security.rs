@@ -15,6 +15,9 @@ const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
+    /// HTTP 400: the request repeats Host or Origin (which of them counts is ambiguous, so
+    /// neither is trusted).
+    BadRequest(String),
     /// HTTP 403: a Host or Origin that is not allowed (DNS rebinding protection).
     Forbidden(String),
     /// HTTP 401 with `WWW-Authenticate: Bearer`: the token is missing or wrong.
@@ -24,7 +27,8 @@ pub enum Refusal {
 /// The request checks of one listener.
 #[derive(Debug, Clone)]
 pub struct Guard {
-    /// Lower-case `host` (any port) or `host:port` patterns; `*` allows any host.
+    /// Lower-case `host` (any port) or `host:port` patterns; `*` allows any Host (but no
+    /// Origin: an Origin must be named).
     hosts: Vec<String>,
     /// Lower-case full origins (`https://app.example.com`) allowed beyond the allowed hosts.
     origins: Vec<String>,
@@ -33,7 +37,9 @@ pub struct Guard {
 
 impl Guard {
     /// `allowed_hosts`: host names (`example.com`, any port) or `host:port`, accepted in Host
-    /// and Origin beyond the loopback names; `*` disables the Host and Origin checks.
+    /// and Origin beyond the loopback names; `*` disables the Host check, never the Origin
+    /// check: an Origin (and so a CORS answer) must be named, by a loopback name, the bound
+    /// address, a named allowed host or `allowed_origins`.
     /// `allowed_origins`: full origins (`https://app.example.com`) or bare host names accepted
     /// in Origin. A listener bound to one specific address also accepts that address.
     pub fn new(
@@ -93,6 +99,13 @@ impl Guard {
 
     /// Checks Host and Origin only: a CORS preflight carries no credentials.
     pub fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        for (name, what) in [(HOST, "Host"), (ORIGIN, "Origin")] {
+            if headers.get_all(name).iter().nth(1).is_some() {
+                return Err(Refusal::BadRequest(format!(
+                    "Bad Request: more than one {what} header"
+                )));
+            }
+        }
         let host = headers
             .get(HOST)
             .ok_or_else(|| Refusal::Forbidden("the Host header is missing".to_owned()))?;
@@ -144,17 +157,23 @@ impl Guard {
         let Some(host) = parse_origin(&origin) else {
             return false;
         };
-        self.origins.contains(&origin) || self.host_allowed(host)
+        self.origins.contains(&origin) || self.host_matches(host, false)
     }
 
     fn host_allowed(&self, host: &str) -> bool {
+        self.host_matches(host, true)
+    }
+
+    /// Whether `host` is allowed; `*` counts only when `wildcard` (for Host, never for Origin).
+    fn host_matches(&self, host: &str, wildcard: bool) -> bool {
         let host = host.trim().to_ascii_lowercase();
         let Some((name, _port)) = split_host(&host) else {
             return false;
         };
-        self.hosts
-            .iter()
-            .any(|pattern| pattern == "*" || *pattern == name || *pattern == host)
+        self.hosts.iter().any(|pattern| {
+            (wildcard && pattern == "*")
+                || (pattern != "*" && (*pattern == name || *pattern == host))
+        })
     }
 }
 

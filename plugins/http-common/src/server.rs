@@ -33,7 +33,9 @@ use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::mpsc::UnboundedReceiver};
 
 use crate::{
-    Tasks, jsonrpc, lock,
+    Tasks, jsonrpc,
+    limits::{Full, LimitOptions, ListenLimits, Occupancy},
+    lock,
     security::{Guard, Refusal},
 };
 
@@ -58,9 +60,10 @@ pub struct ListenOptions {
     pub allowed_hosts: Option<Vec<String>>,
     #[serde(default)]
     pub allowed_origins: Option<Vec<String>>,
-    /// The largest request body accepted; 4 MiB by default.
-    #[serde(default)]
-    pub max_body_bytes: Option<usize>,
+    /// Sessions, connections, timeouts and body size (`max-body-bytes`, ...): see
+    /// [`crate::limits`]. Each key set here overrides the transport's table.
+    #[serde(flatten)]
+    pub limits: LimitOptions,
 }
 
 /// A bound socket and the checks its requests go through.
@@ -69,15 +72,14 @@ pub struct Prepared {
     pub listener: StdListener,
     pub address: SocketAddr,
     pub guard: Guard,
-    pub max_body: usize,
+    pub limits: ListenLimits,
 }
 
-/// Parses the options, binds and builds the request checks.
-pub fn prepare(options: &str) -> Result<Prepared, String> {
+/// Parses the options, binds and builds the request checks. `base` holds the limits from the
+/// transport's table (or the defaults); the options' own limit keys override it.
+pub fn prepare(options: &str, base: &ListenLimits) -> Result<Prepared, String> {
     let options: ListenOptions = crate::parse_json_object(options, "listener options")?;
-    if options.max_body_bytes == Some(0) {
-        return Err("max-body-bytes must be above 0".to_owned());
-    }
+    let limits = options.limits.apply(base)?;
     let bind_to = options.bind.as_deref().unwrap_or(DEFAULT_BIND);
     let has_token = options
         .auth_token
@@ -99,15 +101,12 @@ pub fn prepare(options: &str) -> Result<Prepared, String> {
         options.auth_token.clone(),
         address,
     )?;
-    let max_body = options
-        .max_body_bytes
-        .unwrap_or(crate::DEFAULT_MAX_BODY_BYTES);
     Ok(Prepared {
         options,
         listener,
         address,
         guard,
-        max_body,
+        limits,
     })
 }
 
@@ -221,10 +220,15 @@ pub fn bind(bind: &str) -> Result<StdListener, String> {
 }
 
 /// Serves `listener` with `handler` on the runtime behind `tasks` until the tasks are aborted.
+///
+/// Connections beyond `max-connections` (in total, or from one client IP) are answered 503 and
+/// closed at once; a request head must arrive within `header-timeout-ms` (which also closes an
+/// idle keep-alive connection).
 pub fn serve<H: Handler>(
     listener: StdListener,
     tasks: Arc<Tasks>,
     handler: Arc<H>,
+    limits: &ListenLimits,
 ) -> Result<(), String> {
     let local = listener
         .local_addr()
@@ -235,6 +239,9 @@ pub fn serve<H: Handler>(
             .map_err(|error| format!("cannot listen on {local}: {error}"))?
     };
     let connections = tasks.clone();
+    let open = Arc::new(Mutex::new(Occupancy::default()));
+    let (per_peer, total) = (limits.max_connections_per_peer, limits.max_connections);
+    let header_timeout = limits.header_timeout;
     tasks.spawn(async move {
         loop {
             let (stream, peer) = match listener.accept().await {
@@ -249,16 +256,25 @@ pub fn serve<H: Handler>(
                     continue;
                 }
             };
+            let slot = match ConnectionSlot::take(&open, peer, per_peer, total) {
+                Ok(slot) => slot,
+                Err(full) => {
+                    refuse_connection(&stream, peer, full);
+                    continue;
+                }
+            };
             let _ = stream.set_nodelay(true);
             let handler = handler.clone();
             connections.spawn(async move {
+                // Held as long as the connection: dropped when it ends or is aborted.
+                let _slot = slot;
                 let service = service_fn(move |request| {
                     let handler = handler.clone();
                     async move { Ok::<_, Infallible>(handler.handle(request, peer).await) }
                 });
                 let served = http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(30))
+                    .header_read_timeout(header_timeout)
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
                 if let Err(error) = served {
@@ -270,18 +286,63 @@ pub fn serve<H: Handler>(
     Ok(())
 }
 
+/// One counted connection; uncounted when dropped.
+struct ConnectionSlot {
+    open: Arc<Mutex<Occupancy>>,
+    peer: std::net::IpAddr,
+}
+
+impl ConnectionSlot {
+    fn take(
+        open: &Arc<Mutex<Occupancy>>,
+        peer: SocketAddr,
+        per_peer: usize,
+        total: usize,
+    ) -> Result<Self, Full> {
+        lock(open).try_add(peer.ip(), per_peer, total)?;
+        Ok(Self {
+            open: open.clone(),
+            peer: peer.ip(),
+        })
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        lock(&self.open).remove(self.peer);
+    }
+}
+
+/// Answers a connection over a cap with 503 if the socket takes it at once, and closes it: the
+/// answer is a courtesy that must cost nothing (no task, no wait).
+fn refuse_connection(stream: &tokio::net::TcpStream, peer: SocketAddr, full: Full) {
+    let why = match full {
+        Full::Total(max) => format!("too many connections (at most {max})"),
+        Full::Peer(max) => format!("too many connections from {} (at most {max})", peer.ip()),
+    };
+    log(LogLevel::Debug, &format!("refused a connection: {why}"));
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{why}",
+        why.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+}
+
 /// Why a request body could not be read.
 #[derive(Debug)]
 pub enum BodyError {
     TooLarge(usize),
+    /// The whole body did not arrive within the body timeout.
+    TimedOut(Duration),
     Read(String),
 }
 
-/// Reads a request body of at most `max` bytes.
+/// Reads a request body of at most `max` bytes, all of which must arrive within `timeout`.
 pub async fn read_body(
     headers: &HeaderMap,
     body: Incoming,
     max: usize,
+    timeout: Duration,
 ) -> Result<Bytes, BodyError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -290,16 +351,18 @@ pub async fn read_body(
     if declared.is_some_and(|length| length > max as u64) {
         return Err(BodyError::TooLarge(max));
     }
-    match Limited::new(body, max).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+    match tokio::time::timeout(timeout, Limited::new(body, max).collect()).await {
+        Err(_) => Err(BodyError::TimedOut(timeout)),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
             Err(BodyError::TooLarge(max))
         }
-        Err(error) => Err(BodyError::Read(error.to_string())),
+        Ok(Err(error)) => Err(BodyError::Read(error.to_string())),
     }
 }
 
-/// The answer to a body that could not be read.
+/// The answer to a body that could not be read. A body that timed out also closes the
+/// connection: what is left of it would otherwise be read as the next request.
 pub fn body_error(error: BodyError) -> Response<Body> {
     match error {
         BodyError::TooLarge(max) => error_status(
@@ -307,6 +370,20 @@ pub fn body_error(error: BodyError) -> Response<Body> {
             jsonrpc::INVALID_REQUEST,
             &format!("the request body exceeds the {max} byte limit"),
         ),
+        BodyError::TimedOut(timeout) => {
+            let mut response = error_status(
+                StatusCode::REQUEST_TIMEOUT,
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "the request body did not arrive within {} ms",
+                    timeout.as_millis()
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
         BodyError::Read(error) => error_status(
             StatusCode::BAD_REQUEST,
             jsonrpc::INVALID_REQUEST,
@@ -320,9 +397,12 @@ pub fn error_status(status: StatusCode, code: i64, message: &str) -> Response<Bo
     json_response(status, &jsonrpc::error_response(Value::Null, code, message))
 }
 
-/// The answer to a refused Host, Origin or token.
+/// The answer to a refused Host, Origin or token (or a request that repeats Host or Origin).
 pub fn refusal(refusal: Refusal) -> Response<Body> {
     match refusal {
+        Refusal::BadRequest(why) => {
+            error_status(StatusCode::BAD_REQUEST, jsonrpc::TRANSPORT_ERROR, &why)
+        }
         Refusal::Forbidden(why) => {
             error_status(StatusCode::FORBIDDEN, jsonrpc::TRANSPORT_ERROR, &why)
         }

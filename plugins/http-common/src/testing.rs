@@ -536,7 +536,12 @@ pub fn canned_server(response: String) -> (std::net::SocketAddr, thread::JoinHan
 /// A 2024-11-05 (`GET /sse`) server on a free loopback port, answered by the harness.
 pub fn legacy_server() -> Harness {
     let runtime = Arc::new(crate::PrivateRuntime::new("test-sse").unwrap());
-    let listener = crate::legacy_server::listen(runtime, r#"{"bind":"127.0.0.1:0"}"#).unwrap();
+    let listener = crate::legacy_server::listen(
+        runtime,
+        r#"{"bind":"127.0.0.1:0"}"#,
+        &crate::limits::ListenLimits::default(),
+    )
+    .unwrap();
     Harness::serve(listener)
 }
 

@@ -1,6 +1,9 @@
 #![allow(clippy::unwrap_used)]
 
-use std::{net::SocketAddr, time::Duration};
+use std::{
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
 
 use hyper::{HeaderMap, header::HeaderValue};
 use runbyte_plugin_api::transport::Received;
@@ -8,6 +11,7 @@ use serde_json::json;
 
 use crate::{
     client, inbox, jsonrpc,
+    limits::{Full, LimitOptions, ListenLimits, Occupancy},
     security::{Guard, Refusal, constant_time_eq, random_id},
     server,
     sse::{SseDecoder, encode_event},
@@ -354,10 +358,157 @@ fn accept_headers_are_matched_by_media_type() {
 
 #[test]
 fn a_non_loopback_bind_needs_a_token() {
-    let error = server::prepare(r#"{"bind":"0.0.0.0:0"}"#).err().unwrap();
+    let base = ListenLimits::default();
+    let error = server::prepare(r#"{"bind":"0.0.0.0:0"}"#, &base)
+        .err()
+        .unwrap();
     assert!(error.contains("needs an auth-token"), "{error}");
-    let prepared = server::prepare(r#"{"bind":"0.0.0.0:0","auth-token":"t"}"#).unwrap();
+    let prepared = server::prepare(r#"{"bind":"0.0.0.0:0","auth-token":"t"}"#, &base).unwrap();
     assert!(prepared.address.ip().is_unspecified());
-    assert!(server::prepare(r#"{"bind":"127.0.0.1:0"}"#).is_ok());
-    assert!(server::prepare(r#"{"bind":"127.0.0.1:0","max-body-bytes":0}"#).is_err());
+    assert!(server::prepare(r#"{"bind":"127.0.0.1:0"}"#, &base).is_ok());
+    assert!(server::prepare(r#"{"bind":"127.0.0.1:0","max-body-bytes":0}"#, &base).is_err());
+}
+
+#[test]
+fn limits_have_documented_defaults_and_options_override_the_transport_table() {
+    let defaults = ListenLimits::default();
+    assert_eq!(defaults.max_sessions, 1024);
+    assert_eq!(defaults.max_sessions_per_peer, 128);
+    assert_eq!(defaults.session_idle_timeout, Duration::from_secs(1800));
+    assert_eq!(
+        defaults.uninitialized_session_timeout,
+        Duration::from_secs(30)
+    );
+    assert_eq!(defaults.max_connections, 1024);
+    assert_eq!(defaults.max_connections_per_peer, 256);
+    assert_eq!(defaults.header_timeout, Duration::from_secs(10));
+    assert_eq!(defaults.body_timeout, Duration::from_secs(30));
+    assert_eq!(defaults.max_body_bytes, 4 << 20);
+    let table = LimitOptions::from_transport_table(
+        r#"{"max-sessions": 10, "body-timeout-ms": 500}"#,
+        "table",
+    )
+    .unwrap();
+    let base = table.apply(&defaults).unwrap();
+    assert_eq!(base.max_sessions, 10);
+    assert_eq!(base.body_timeout, Duration::from_millis(500));
+    let prepared = server::prepare(
+        r#"{"bind":"127.0.0.1:0","max-sessions":20,"header-timeout-ms":250}"#,
+        &base,
+    )
+    .unwrap();
+    assert_eq!(prepared.limits.max_sessions, 20);
+    assert_eq!(prepared.limits.header_timeout, Duration::from_millis(250));
+    assert_eq!(prepared.limits.body_timeout, Duration::from_millis(500));
+    let unknown = LimitOptions::from_transport_table(r#"{"max-session": 1}"#, "table")
+        .err()
+        .unwrap();
+    assert!(unknown.contains("unknown key `max-session`"), "{unknown}");
+    for key in LimitOptions::KEYS {
+        let zero = LimitOptions::from_transport_table(&format!(r#"{{"{key}": 0}}"#), "table")
+            .unwrap()
+            .apply(&defaults)
+            .err()
+            .unwrap();
+        assert!(zero.contains(key), "{zero}");
+    }
+}
+
+#[test]
+fn occupancy_caps_each_peer_and_the_total() {
+    let mut open = Occupancy::default();
+    let (a, b): (IpAddr, IpAddr) = (
+        "127.0.0.1".parse().unwrap(),
+        "::ffff:10.0.0.2".parse().unwrap(),
+    );
+    assert_eq!(open.try_add(a, 2, 3), Ok(()));
+    assert_eq!(open.try_add(a, 2, 3), Ok(()));
+    assert_eq!(open.try_add(a, 2, 3), Err(Full::Peer(2)));
+    assert_eq!(open.try_add(b, 2, 3), Ok(()));
+    // An IPv4-mapped address counts as the IPv4 one.
+    assert_eq!(open.try_add("10.0.0.2".parse().unwrap(), 5, 5), Ok(()));
+    assert_eq!(open.try_add(b, 5, 4), Err(Full::Total(4)));
+    open.remove(a);
+    assert_eq!(open.total(), 3);
+    assert_eq!(open.try_add(a, 2, 4), Ok(()));
+}
+
+#[test]
+fn a_repeated_host_or_origin_is_a_bad_request() {
+    let guard = Guard::new(&[], &[], None, loopback()).unwrap();
+    let twice = headers(&[("host", "localhost"), ("host", "evil.com")]);
+    assert!(matches!(guard.check(&twice), Err(Refusal::BadRequest(_))));
+    let same_twice = headers(&[("host", "localhost"), ("host", "localhost")]);
+    assert!(matches!(
+        guard.check(&same_twice),
+        Err(Refusal::BadRequest(_))
+    ));
+    let origins = headers(&[
+        ("host", "localhost"),
+        ("origin", "http://localhost"),
+        ("origin", "http://evil.com"),
+    ]);
+    assert!(matches!(guard.check(&origins), Err(Refusal::BadRequest(_))));
+}
+
+#[test]
+fn a_wildcard_host_allows_any_host_but_no_unnamed_origin() {
+    let guard = Guard::new(
+        &["*".into(), "mcp.example.com".into()],
+        &["https://app.example.org".into()],
+        None,
+        loopback(),
+    )
+    .unwrap();
+    assert_eq!(guard.check(&headers(&[("host", "anything.test")])), Ok(()));
+    let with_origin =
+        |origin: &str| guard.check(&headers(&[("host", "anything.test"), ("origin", origin)]));
+    assert_eq!(with_origin("https://app.example.org"), Ok(()));
+    assert_eq!(with_origin("https://mcp.example.com"), Ok(()));
+    assert_eq!(with_origin("http://localhost:3000"), Ok(()));
+    for origin in ["http://evil.com", "http://*", "https://anything.test"] {
+        assert!(
+            matches!(with_origin(origin), Err(Refusal::Forbidden(_))),
+            "{origin}"
+        );
+        assert!(!guard.origin_allowed(origin), "{origin}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// Whether `fd` is readable now.
+fn readable(fd: i32) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call's duration.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready == 1 && poll.revents & libc::POLLIN != 0
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_inbox_descriptor_is_readable_exactly_while_recv_may_have_something() {
+    let (sender, inbox) = inbox::inbox_with_fd();
+    let fd = inbox.readable_fd().unwrap();
+    assert!(!readable(fd));
+    sender.message("one".into());
+    sender.message("two".into());
+    assert!(readable(fd));
+    assert_eq!(inbox.recv(Duration::ZERO), Received::Message("one".into()));
+    assert_eq!(inbox.recv(Duration::ZERO), Received::Message("two".into()));
+    assert_eq!(inbox.recv(Duration::ZERO), Received::Timeout);
+    assert!(!readable(fd), "drained, nothing left");
+    sender.message("three".into());
+    assert!(readable(fd), "a message after the drain wakes again");
+    assert_eq!(
+        inbox.recv(Duration::ZERO),
+        Received::Message("three".into())
+    );
+    sender.close("bye");
+    assert!(readable(fd));
+    assert_eq!(inbox.recv(Duration::ZERO), Received::Closed("bye".into()));
+    assert!(inbox::inbox().1.readable_fd().is_none());
 }

@@ -13,6 +13,13 @@
 //! A session starts with an `initialize` POST (its answer carries `Mcp-Session-Id`, 128 random
 //! bits); every later request must carry that id (missing: 400; unknown or ended: 404).
 //!
+//! Sessions are cheap and bounded (see [`runbyte_http_common::limits`]): a session is a table
+//! entry and a descriptor the host waits on, never a thread; at most `max-sessions` are open,
+//! `max-sessions-per-peer` from one client IP (beyond: 503 and 429). A session with no request
+//! and no stream open ends after `session-idle-timeout-ms`, or after
+//! `uninitialized-session-timeout-ms` while its client has sent nothing since `initialize`; one
+//! sweeper task per listener finds them.
+//!
 //! Where a server message goes: a response, to the stream of the POST that carried its request
 //! (dropped if that stream is gone: it is never re-sent elsewhere); a progress notification, to
 //! the stream of the request whose `_meta.progressToken` it names; a server request or a log
@@ -26,10 +33,9 @@
 mod session;
 
 use std::{
-    collections::HashMap,
     net::SocketAddr,
     sync::{Arc, Mutex, mpsc},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use hyper::{
@@ -39,9 +45,11 @@ use hyper::{
 use runbyte_http_common::{
     PrivateRuntime, Tasks,
     jsonrpc::{self, Kind},
+    limits::ListenLimits,
     lock,
     security::{Guard, random_id},
     server::{self, AcceptQueue, Body, Handler, Request},
+    sessions::{self, SessionTable},
 };
 use runbyte_plugin_api::{
     LogLevel, log,
@@ -55,18 +63,18 @@ use session::{RequestStream, Session, SessionPump};
 const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// The first revision without JSON-RPC batches.
 const NO_BATCHES_FROM: &str = "2025-06-18";
-/// Sessions open at once; an `initialize` beyond that is answered 503.
-const MAX_SESSIONS: usize = 1024;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const METHODS: &str = "GET, POST, DELETE, OPTIONS";
 
-/// Starts the listener.
+/// Starts the listener; `base` holds the limits from the transport's table, which the
+/// options' own limit keys override.
 pub(crate) fn listen(
     runtime: Arc<PrivateRuntime>,
     options: &str,
+    base: &ListenLimits,
 ) -> Result<Box<dyn Listener>, String> {
-    let prepared = server::prepare(options)?;
+    let prepared = server::prepare(options, base)?;
     let path = prepared
         .options
         .path
@@ -80,11 +88,20 @@ pub(crate) fn listen(
     let state = Arc::new(State {
         guard: prepared.guard,
         path,
-        max_body: prepared.max_body,
-        sessions: Mutex::new(HashMap::new()),
+        limits: prepared.limits,
+        sessions: Mutex::new(SessionTable::default()),
         accept_tx: Mutex::new(Some(accept_tx)),
     });
-    server::serve(prepared.listener, tasks.clone(), state.clone())?;
+    server::serve(
+        prepared.listener,
+        tasks.clone(),
+        state.clone(),
+        &state.limits,
+    )?;
+    let weak = Arc::downgrade(&state);
+    sessions::sweep_every(&tasks, state.limits.sweep_interval(), move || {
+        weak.upgrade().map(|state| state.sweep()).is_some()
+    });
     log(
         LogLevel::Info,
         &format!(
@@ -121,10 +138,7 @@ impl Listener for HttpListener {
     fn close(&self) {
         self.tasks.abort_all();
         lock(&self.state.accept_tx).take();
-        let sessions: Vec<_> = lock(&self.state.sessions)
-            .drain()
-            .map(|(_, session)| session)
-            .collect();
+        let sessions = lock(&self.state.sessions).drain();
         for session in sessions {
             session.end("the listener closed");
         }
@@ -140,8 +154,8 @@ impl Drop for HttpListener {
 struct State {
     guard: Guard,
     path: String,
-    max_body: usize,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    limits: ListenLimits,
+    sessions: Mutex<SessionTable<Session>>,
     accept_tx: Mutex<Option<mpsc::Sender<Accepted>>>,
 }
 
@@ -191,6 +205,28 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 impl State {
+    /// Ends the sessions idle past their timeout.
+    fn sweep(&self) {
+        let now = Instant::now();
+        let expired =
+            lock(&self.sessions).select(|session| session.idle_expiry(&self.limits, now).is_some());
+        for session in expired {
+            // Busy again since it was picked: it stays.
+            let Some(timeout) = session.idle_expiry(&self.limits, now) else {
+                continue;
+            };
+            log(
+                LogLevel::Info,
+                &format!(
+                    "session {} expired after {} ms idle",
+                    session.id,
+                    timeout.as_millis()
+                ),
+            );
+            session.end("the session expired (idle)");
+        }
+    }
+
     /// The session a request names: `Err` is the answer (400 without the header, 404 unknown).
     fn session_of(&self, headers: &HeaderMap) -> Result<Arc<Session>, Response<Body>> {
         let Some(id) = header_text(headers, SESSION_HEADER) else {
@@ -230,7 +266,14 @@ impl State {
                 "Not Acceptable: Accept must list application/json and text/event-stream",
             );
         }
-        let body = match server::read_body(headers, body, self.max_body).await {
+        let body = match server::read_body(
+            headers,
+            body,
+            self.limits.max_body_bytes,
+            self.limits.body_timeout,
+        )
+        .await
+        {
             Ok(body) => body,
             Err(error) => return server::body_error(error),
         };
@@ -259,7 +302,7 @@ impl State {
                 return invalid("Invalid Request: initialize must not be part of a batch");
             }
             if let Some(id) = header_text(headers, SESSION_HEADER) {
-                return match lock(&self.sessions).contains_key(id) {
+                return match lock(&self.sessions).contains(id) {
                     true => invalid("Invalid Request: this session is already initialized"),
                     false => session_not_found(),
                 };
@@ -271,7 +314,7 @@ impl State {
                     "Bad Request: unsupported MCP-Protocol-Version `{version}`"
                 ));
             }
-            match self.new_session() {
+            match self.new_session(peer) {
                 Ok(session) => (session, true),
                 Err(answer) => return answer,
             }
@@ -295,8 +338,11 @@ impl State {
                     "Invalid Request: JSON-RPC batches are not supported in protocol revision {revision}"
                 ));
             }
+            session.initialized();
             (session, false)
         };
+        // Not idle while this request or its stream is open.
+        let busy = session.busy();
 
         let mut requests = Vec::new();
         let mut tokens = Vec::new();
@@ -347,7 +393,9 @@ impl State {
             );
         }
         let mut response = match stream {
-            RequestStream::Sse(rx) => server::sse_response(rx),
+            RequestStream::Sse(rx) => {
+                server::sse_response_with(rx, Some(Box::new(move || drop(busy))))
+            }
             RequestStream::Json(rx) => match rx.await {
                 Ok(text) => server::json_text_response(StatusCode::OK, text),
                 Err(_) => session_not_found(),
@@ -379,8 +427,10 @@ impl State {
                 "Bad Request: unsupported MCP-Protocol-Version `{version}`"
             ));
         }
+        session.initialized();
+        let busy = session.busy();
         match session.open_standalone() {
-            Some(rx) => server::sse_response(rx),
+            Some(rx) => server::sse_response_with(rx, Some(Box::new(move || drop(busy)))),
             None => session_not_found(),
         }
     }
@@ -398,7 +448,7 @@ impl State {
         server::empty(StatusCode::OK)
     }
 
-    fn new_session(self: &Arc<Self>) -> Result<Arc<Session>, Response<Body>> {
+    fn new_session(self: &Arc<Self>, peer: SocketAddr) -> Result<Arc<Session>, Response<Body>> {
         let id = random_id().map_err(|error| {
             server::error_status(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -407,15 +457,9 @@ impl State {
             )
         })?;
         let session = Arc::new(Session::new(id.clone(), Arc::downgrade(self)));
-        let mut sessions = lock(&self.sessions);
-        if sessions.len() >= MAX_SESSIONS {
-            return Err(server::error_status(
-                StatusCode::SERVICE_UNAVAILABLE,
-                jsonrpc::TRANSPORT_ERROR,
-                &format!("too many sessions (at most {MAX_SESSIONS}); end one with DELETE"),
-            ));
-        }
-        sessions.insert(id, session.clone());
+        lock(&self.sessions)
+            .insert(id, peer.ip(), session.clone(), &self.limits)
+            .map_err(|full| sessions::refused(full, peer.ip()))?;
         Ok(session)
     }
 }

@@ -3,6 +3,7 @@
 mod conformance;
 mod connector;
 mod everything;
+mod limits;
 mod listener;
 mod tls;
 

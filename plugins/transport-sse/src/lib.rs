@@ -18,29 +18,35 @@ use runbyte_http_common::{
     client::{self, Target},
     legacy::{LegacyPump, LegacyTarget},
     legacy_server,
+    limits::{LimitOptions, ListenLimits},
 };
 use runbyte_plugin_api::{
     export_plugin,
     transport::{Listener, Pump, Transport},
 };
-use serde::Deserialize;
-
-/// The plugin's own configuration: nothing to set yet, so any key is refused.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Config {}
 
 /// The `sse` transport.
+///
+/// Its table (`[transports.sse]`) holds the listener's limits and nothing else; a listener's
+/// options override them. Defaults: `max-sessions` 1024, `max-sessions-per-peer` 128,
+/// `uninitialized-session-timeout-ms` 30000 (a session that POSTs nothing past `initialize`
+/// ends), `max-connections` 1024, `max-connections-per-peer` 256, `header-timeout-ms` 10000,
+/// `body-timeout-ms` 30000, `max-body-bytes` 4 MiB. A session otherwise lasts as long as its
+/// stream, so `session-idle-timeout-ms` does not apply. See [`runbyte_http_common::limits`].
 pub struct SseTransport {
     io: TransportIo,
+    limits: ListenLimits,
 }
 
 impl Transport for SseTransport {
     fn open(config: &str) -> Result<Self, String> {
-        let _: Config =
-            runbyte_http_common::parse_json_object(config, "configuration of the sse transport")?;
+        let what = "configuration of the sse transport";
+        let limits = LimitOptions::from_transport_table(config, what)?
+            .apply(&ListenLimits::default())
+            .map_err(|error| format!("invalid {what}: {error}"))?;
         Ok(Self {
             io: TransportIo::new("sse"),
+            limits,
         })
     }
 
@@ -65,7 +71,7 @@ impl Transport for SseTransport {
     }
 
     fn listen(&self, options: &str) -> Result<Box<dyn Listener>, String> {
-        legacy_server::listen(self.io.runtime()?, options)
+        legacy_server::listen(self.io.runtime()?, options, &self.limits)
     }
 }
 

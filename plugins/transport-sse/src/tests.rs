@@ -427,3 +427,64 @@ fn sse_connector_against_server_everything() {
     );
     client.pump.close();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_sessions_are_capped_per_peer_and_end_when_never_initialized() {
+    let (harness, port) = start(json!({
+        "max-sessions-per-peer": 2,
+        "uninitialized-session-timeout-ms": 300,
+    }));
+    let client = build_client().unwrap();
+    let mut first = Stream::open(&client, port).await;
+    let _second = Stream::open(&client, port).await;
+    let refused = client
+        .get(format!("http://127.0.0.1:{port}/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    // Another client IP is served.
+    let other = reqwest::Client::builder()
+        .local_address("127.0.0.5".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let mut third = Stream::open(&other, port).await;
+    // `first` gets past initialize; the others never do and end.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let posted = client
+        .post(&first.endpoint)
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202);
+    assert_eq!(first.next_message().await["id"], 1);
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let posted = client
+        .post(&first.endpoint)
+        .json(&note)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202);
+    let ended = tokio::time::timeout(WAIT, third.reader.next(&mut third.response)).await;
+    assert!(matches!(ended, Ok(Err(_))), "the stream should end");
+    let closed = harness.wait_for(
+        WAIT,
+        |seen| matches!(seen, Seen::Closed { reason, .. } if reason.contains("not initialized")),
+    );
+    assert!(closed.is_some());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let posted = client
+        .post(&first.endpoint)
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202, "an initialized session stays");
+    assert_eq!(first.next_message().await["id"], 2);
+}

@@ -15,10 +15,12 @@ use runbyte_plugin_api::{
     transport::{Pump, Received},
 };
 use serde::Deserialize;
+use serde_json::json;
 
 use crate::{
     Config, ENV_ALLOWLIST,
     lines::{Line, read_line},
+    overlong::Overlong,
     stdin::Stdin,
     stdout::{Next, Stdout},
 };
@@ -33,6 +35,10 @@ pub(crate) struct Target {
     #[serde(default)]
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
+    /// The longest message accepted from the server, in bytes; `max-line-bytes` of the
+    /// transport's table when absent.
+    #[serde(default, rename = "max-message-bytes")]
+    max_message_bytes: Option<usize>,
 }
 
 /// How many stderr lines are kept for the exit report, and how long each may be.
@@ -52,6 +58,8 @@ pub(crate) struct ChildPump {
     closed: Mutex<Option<String>>,
     stopped: Mutex<bool>,
     grace: Duration,
+    /// The cap on one message from the server, and the setting it came from (for errors).
+    max: (usize, &'static str),
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -63,6 +71,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl ChildPump {
     pub(crate) fn spawn(target: Target, config: &Config) -> Result<ChildPump, String> {
+        let max = match target.max_message_bytes {
+            Some(0) => {
+                return Err(format!(
+                    "server `{}`: max-message-bytes must be above 0",
+                    target.name
+                ));
+            }
+            Some(max) => (max, "max-message-bytes"),
+            None => (config.max_line_bytes, "max-line-bytes"),
+        };
         let mut command = Command::new(&target.command);
         command.args(&target.args).env_clear();
         for name in ENV_ALLOWLIST
@@ -139,12 +157,13 @@ impl ChildPump {
             name: target.name,
             child,
             stdout_fd: std::os::fd::AsRawFd::as_raw_fd(&stdout),
-            stdout: Mutex::new(Stdout::new(stdout, config.max_line_bytes)),
+            stdout: Mutex::new(Stdout::new(stdout, max.0)),
             stderr: Mutex::new(Some(stderr)),
             tail,
             closed: Mutex::new(None),
             stopped: Mutex::new(false),
             grace: Duration::from_millis(config.stop_grace_ms),
+            max,
         })
     }
 
@@ -163,46 +182,108 @@ impl ChildPump {
         reason
     }
 
+    /// Stops the server and waits until its whole process group is gone (grandchildren
+    /// included), at most twice the grace plus [`KILLED_WAIT`]: the host calls `close` on
+    /// shutdown and on a restart, and a group still running when Runbyte exits would be
+    /// orphaned. A second caller waits for the first stop to end.
     fn stop(&self) {
-        {
-            let mut stopped = lock(&self.stopped);
-            if *stopped {
-                return;
-            }
-            *stopped = true;
+        let mut stopped = lock(&self.stopped);
+        if *stopped {
+            return;
         }
         // Closing stdin is the polite request to exit.
         self.stdin.close();
-        let (child, grace, name) = (self.child.clone(), self.grace, self.name.clone());
-        let stopper = move || {
-            let pid = lock(&child).id();
-            if !wait_exit(&child, grace) {
-                log(
-                    LogLevel::Debug,
-                    &format!("[{name}] still running after stdin closed; SIGTERM"),
-                );
-            }
-            signal_group(pid, Signal::Term);
-            if !wait_exit(&child, grace * 2) {
-                log(
-                    LogLevel::Warn,
-                    &format!("[{name}] ignored SIGTERM; SIGKILL"),
-                );
-            }
-            // Grandchildren may outlive the leader; the group goes either way.
-            signal_group(pid, Signal::Kill);
-            let _ = lock(&child).wait();
-        };
-        if thread::Builder::new()
-            .name("stdio-stop".to_owned())
-            .spawn(stopper)
-            .is_err()
-        {
-            let pid = lock(&self.child).id();
-            signal_group(pid, Signal::Kill);
-        }
+        stop_group(&self.child, self.grace, &self.name);
+        *stopped = true;
     }
 }
+
+/// How long a group may take to vanish after SIGKILL (it cannot refuse; the kernel may still be
+/// tearing down a large process) before the stop gives up with a warning.
+const KILLED_WAIT: Duration = Duration::from_millis(500);
+
+/// Ends the process group that `child` leads: waits `grace` for the leader to exit (its stdin is
+/// closed), SIGTERM to the group, waits `grace` for the group to go, then SIGKILL and waits for
+/// that. The group is signalled even when the leader exited by itself: a grandchild keeps it.
+fn stop_group(child: &Mutex<Child>, grace: Duration, name: &str) {
+    let Ok(pgid) = i32::try_from(lock(child).id()) else {
+        return;
+    };
+    if !wait_exit(child, grace) {
+        log(
+            LogLevel::Debug,
+            &format!("[{name}] still running after stdin closed; SIGTERM"),
+        );
+    }
+    if wait_group_gone(child, pgid, Duration::ZERO) {
+        return;
+    }
+    signal_group(pgid, Signal::Term);
+    if wait_group_gone(child, pgid, grace) {
+        return;
+    }
+    log(
+        LogLevel::Warn,
+        &format!("[{name}] process group {pgid} ignored SIGTERM; SIGKILL"),
+    );
+    signal_group(pgid, Signal::Kill);
+    if !wait_group_gone(child, pgid, KILLED_WAIT) {
+        log(
+            LogLevel::Warn,
+            &format!(
+                "[{name}] process group {pgid} still has processes {} ms after SIGKILL",
+                KILLED_WAIT.as_millis()
+            ),
+        );
+    }
+}
+
+/// Waits up to `within` until no live process is left in group `pgid`. The leader is reaped on
+/// the way: until it is, its zombie keeps the group (and its id) in existence.
+fn wait_group_gone(child: &Mutex<Child>, pgid: i32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        let _ = lock(child).try_wait();
+        if !group_alive(pgid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+impl ChildPump {
+    /// Reports a message over the cap. When it answers one of our requests, the answer is an
+    /// error for that request, so the call fails now rather than at its timeout; otherwise the
+    /// message is only logged.
+    fn too_long(&self, skipped: &Overlong) -> Option<String> {
+        let (limit, setting) = self.max;
+        let error = format!(
+            "server `{}` sent a {}-byte message; the limit is {limit} bytes ({setting})",
+            self.name, skipped.length
+        );
+        let id = skipped.response_id();
+        log(
+            LogLevel::Error,
+            &match &id {
+                Some(id) => format!("{error}; failing request {id}"),
+                None => format!("{error}; dropped it"),
+            },
+        );
+        let answer = json!({
+            "jsonrpc": "2.0",
+            "id": id?,
+            "error": {"code": MESSAGE_TOO_LARGE, "message": error},
+        });
+        Some(answer.to_string())
+    }
+}
+
+/// The JSON-RPC error code of the answer that stands in for a response over the cap: in the
+/// range the spec leaves to implementations.
+const MESSAGE_TOO_LARGE: i64 = -32001;
 
 impl Pump for ChildPump {
     fn send(&self, message: &str) -> Result<(), String> {
@@ -220,13 +301,11 @@ impl Pump for ChildPump {
             match stdout.next(left) {
                 Next::Line(line) => return Received::Message(line),
                 Next::Timeout => return Received::Timeout,
-                Next::TooLong(length) => log(
-                    LogLevel::Error,
-                    &format!(
-                        "[{}] dropped a {length}-byte line from stdout: longer than the cap",
-                        self.name
-                    ),
-                ),
+                Next::TooLong(skipped) => {
+                    if let Some(answer) = self.too_long(&skipped) {
+                        return Received::Message(answer);
+                    }
+                }
                 Next::Eof => return Received::Closed(self.finish()),
                 Next::Failed(error) => {
                     log(
@@ -256,8 +335,23 @@ impl Pump for ChildPump {
 const FINISH_WAIT: Duration = Duration::from_millis(250);
 
 impl Drop for ChildPump {
+    /// A pump dropped without `close` (the host always closes first) is stopped in the
+    /// background: a drop may happen on a thread that must not block.
     fn drop(&mut self) {
-        self.stop();
+        if *lock(&self.stopped) {
+            return;
+        }
+        self.stdin.close();
+        let (child, grace, name) = (self.child.clone(), self.grace, self.name.clone());
+        let stopper = move || stop_group(&child, grace, &name);
+        if thread::Builder::new()
+            .name("stdio-stop".to_owned())
+            .spawn(stopper)
+            .is_err()
+            && let Ok(pgid) = i32::try_from(lock(&self.child).id())
+        {
+            signal_group(pgid, Signal::Kill);
+        }
     }
 }
 
@@ -302,6 +396,7 @@ fn drain_stderr(stderr: std::process::ChildStderr, name: &str, tail: &Tail) {
                     tail.pop_front();
                 }
                 tail.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
+                drop(tail);
             }
             Line::TooLong(length) => log(
                 LogLevel::Info,
@@ -312,8 +407,9 @@ fn drain_stderr(stderr: std::process::ChildStderr, name: &str, tail: &Tail) {
     }
 }
 
-/// Why the connection ended: the exit status when the child has exited (waiting briefly for it),
-/// and the tail of its stderr.
+/// Why the connection ended: the exit status when the child has exited (waiting briefly for it).
+/// Not its stderr: a server may print its own token there, and this text reaches programs and
+/// the VFS. Its stderr is in the log (which the host redacts), and the report says so.
 fn exit_report(child: &Mutex<Child>, tail: &Tail, deadline: Instant) -> String {
     let status = loop {
         match lock(child).try_wait() {
@@ -326,10 +422,9 @@ fn exit_report(child: &Mutex<Child>, tail: &Tail, deadline: Instant) -> String {
         Some(status) => describe_status(status),
         None => "closed its stdout".to_owned(),
     };
-    let tail = lock(tail);
-    if !tail.is_empty() {
-        report.push_str("; stderr: ");
-        report.push_str(&tail.iter().cloned().collect::<Vec<_>>().join(" | "));
+    let lines = lock(tail).len();
+    if lines > 0 {
+        report.push_str("; what it printed on stderr is in Runbyte's log");
     }
     report
 }
@@ -365,10 +460,7 @@ enum Signal {
 }
 
 #[cfg(unix)]
-fn signal_group(pid: u32, signal: Signal) {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
+fn signal_group(pgid: i32, signal: Signal) {
     let signal = match signal {
         Signal::Term => libc::SIGTERM,
         Signal::Kill => libc::SIGKILL,
@@ -381,4 +473,54 @@ fn signal_group(pid: u32, signal: Signal) {
 }
 
 #[cfg(not(unix))]
-fn signal_group(_pid: u32, _signal: Signal) {}
+fn signal_group(_pgid: i32, _signal: Signal) {}
+
+/// Whether group `pgid` still has a live process. A zombie does not count: it is dead, and it
+/// is its reaper's (PID 1 or a subreaper for an orphaned grandchild), not ours, to collect.
+#[cfg(unix)]
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the group exists and may be signalled; nothing is sent.
+    let exists = unsafe { libc::kill(-pgid, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+    exists && live_member(pgid)
+}
+
+#[cfg(not(unix))]
+fn group_alive(_pgid: i32) -> bool {
+    false
+}
+
+/// Whether a process that is not a zombie has process group `pgid`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn live_member(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let pgid = pgid.to_string();
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // After the command name in parentheses: state, ppid, pgrp, ...
+        let mut fields = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .split_whitespace();
+        let state = fields.next();
+        let group = fields.nth(1);
+        group == Some(pgid.as_str()) && state != Some("Z")
+    })
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn live_member(_pgid: i32) -> bool {
+    true
+}

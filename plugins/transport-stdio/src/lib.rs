@@ -10,11 +10,16 @@
 //!
 //! Configuration (`[transports.stdio]`, all optional): `inherit-env` (more variable names to
 //! pass through), `max-line-bytes` (default 64 MiB), `stop-grace-ms` (default 1000: how long a
-//! child has between each step of the shutdown).
+//! child has between each step of the shutdown). A server's own table may set
+//! `max-message-bytes`, the cap on one message from that server (default: `max-line-bytes`).
+//! A message over the cap that answers a request fails that request at once, with an error that
+//! names the server and the cap; a message to a server refused because too much already waits
+//! for its stdin (64 MiB) fails only the request it carried.
 
 mod child;
 mod lines;
 mod listener;
+mod overlong;
 mod stdin;
 mod stdout;
 

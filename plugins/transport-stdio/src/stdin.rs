@@ -10,8 +10,10 @@ use std::{
     thread,
 };
 
-/// The most a child that does not read may leave waiting before `send` fails.
-const MAX_BACKLOG: usize = 64 << 20;
+use runbyte_plugin_api::transport::SEND_REFUSED;
+
+/// The most a child that does not read may leave waiting before `send` refuses a message.
+pub(crate) const MAX_BACKLOG: usize = 64 << 20;
 
 struct State {
     pipe: Option<ChildStdin>,
@@ -53,6 +55,11 @@ impl Stdin {
     }
 
     /// Writes one line, or queues what the pipe does not take now. Never waits for the child.
+    ///
+    /// A line that would take the backlog past [`MAX_BACKLOG`] is refused whole, before any of
+    /// it is written (half a line would put the stream out of step): the error starts with
+    /// [`SEND_REFUSED`], so the host fails only the request it carried and the connection
+    /// goes on.
     pub(crate) fn send(&self, message: &str) -> Result<(), String> {
         let (mutex, wake) = &*self.state;
         let mut state = lock(mutex);
@@ -60,7 +67,20 @@ impl Stdin {
         let Some(pipe) = pipe.as_mut() else {
             return Err(format!("server `{}` is closed", self.name));
         };
-        let mut line = Vec::with_capacity(message.len() + 1);
+        let size = message.len() + 1;
+        if backlog.len() + size > MAX_BACKLOG {
+            let waiting = if backlog.is_empty() {
+                String::new()
+            } else {
+                format!(" on top of the {} bytes already waiting", backlog.len())
+            };
+            return Err(format!(
+                "{SEND_REFUSED}a {size}-byte message to server `{}`{waiting} is more than the \
+                 {MAX_BACKLOG} bytes that may wait for its stdin",
+                self.name
+            ));
+        }
+        let mut line = Vec::with_capacity(size);
         line.extend_from_slice(message.as_bytes());
         line.push(b'\n');
         if backlog.is_empty() {
@@ -69,13 +89,6 @@ impl Stdin {
                 return Ok(());
             }
             line.drain(..written);
-        }
-        if state.backlog.len() + line.len() > MAX_BACKLOG {
-            return Err(format!(
-                "server `{}` is not reading its stdin ({} bytes are waiting)",
-                self.name,
-                state.backlog.len()
-            ));
         }
         state.backlog.extend_from_slice(&line);
         if !state.helper {

@@ -1,6 +1,10 @@
 //! Reading a child's stdout straight from `recv`: poll(2) for the time the host allows, then
 //! read, with lines capped in length. No thread in between, so a message costs the host no
 //! hand-over from one thread to another.
+//!
+//! Reading is linear in the size of a message: the search for the newline resumes where it
+//! stopped, reads go straight into the buffer, and the buffer is compacted only when what was
+//! consumed outweighs what is left (so each byte is moved at most once, on average).
 
 use std::{
     io::Read,
@@ -9,27 +13,36 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::overlong::Overlong;
+
 /// What the next look at stdout found.
 pub(crate) enum Next {
     /// One complete line (without its newline; blank lines are skipped).
     Line(String),
     /// Nothing within the timeout.
     Timeout,
-    /// A line longer than the cap was skipped; its length.
-    TooLong(usize),
+    /// A line longer than the cap was skipped; what is known of it.
+    TooLong(Overlong),
     /// The child closed its stdout.
     Eof,
     /// Reading failed.
     Failed(std::io::Error),
 }
 
+/// The least one read asks for; a long line in progress reads in larger steps (up to
+/// [`MAX_READ`]), so a big message takes fewer system calls.
+const MIN_READ: usize = 64 * 1024;
+const MAX_READ: usize = 1 << 20;
+
 pub(crate) struct Stdout {
     pipe: ChildStdout,
     buffer: Vec<u8>,
     /// Where the unread part of `buffer` starts.
     start: usize,
-    /// Bytes of an over-long line dropped so far, while its end is not yet read.
-    skipping: Option<usize>,
+    /// How far past `start` the buffer is known to hold no newline.
+    scanned: usize,
+    /// An over-long line being dropped, while its end is not yet read.
+    skipping: Option<Overlong>,
     max: usize,
 }
 
@@ -37,8 +50,9 @@ impl Stdout {
     pub(crate) fn new(pipe: ChildStdout, max: usize) -> Self {
         Stdout {
             pipe,
-            buffer: Vec::with_capacity(64 * 1024),
+            buffer: Vec::with_capacity(MIN_READ),
             start: 0,
+            scanned: 0,
             skipping: None,
             max,
         }
@@ -57,10 +71,14 @@ impl Stdout {
                 Ok(false) => return Next::Timeout,
                 Err(error) => return Next::Failed(error),
             }
-            let mut chunk = [0u8; 64 * 1024];
-            match self.pipe.read(&mut chunk) {
+            let filled = self.buffer.len();
+            let want = (filled - self.start).clamp(MIN_READ, MAX_READ);
+            self.buffer.resize(filled + want, 0);
+            let read = self.pipe.read(&mut self.buffer[filled..]);
+            self.buffer.truncate(filled + *read.as_ref().unwrap_or(&0));
+            match read {
                 Ok(0) => return Next::Eof,
-                Ok(read) => self.buffer.extend_from_slice(&chunk[..read]),
+                Ok(_) => {}
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(error) => return Next::Failed(error),
             }
@@ -71,32 +89,47 @@ impl Stdout {
     /// has filled the buffer with.
     fn take_line(&mut self) -> Option<Next> {
         loop {
-            let unread = &self.buffer[self.start..];
-            let Some(at) = unread.iter().position(|&b| b == b'\n') else {
+            let from = self.start + self.scanned;
+            let Some(at) = self.buffer[from..].iter().position(|&b| b == b'\n') else {
                 break;
             };
-            let mut line = &unread[..at];
-            self.start += at + 1;
-            if let Some(dropped) = self.skipping.take() {
-                return Some(Next::TooLong(dropped + at + 1));
+            let end = from + at;
+            let line_start = self.start;
+            self.start = end + 1;
+            self.scanned = 0;
+            let line = &self.buffer[line_start..end];
+            if let Some(mut skipped) = self.skipping.take() {
+                skipped.extend(line);
+                return Some(Next::TooLong(skipped));
             }
             if line.len() > self.max {
-                return Some(Next::TooLong(at + 1));
+                let mut skipped = Overlong::default();
+                skipped.extend(line);
+                return Some(Next::TooLong(skipped));
             }
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
-            }
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
             return Some(Next::Line(String::from_utf8_lossy(line).into_owned()));
         }
-        // Keep the buffer small: move the unread part to the front.
-        self.buffer.drain(..self.start);
-        self.start = 0;
-        if self.buffer.len() > self.max {
-            *self.skipping.get_or_insert(0) += self.buffer.len();
+        let pending = self.buffer.len() - self.start;
+        if pending > self.max || (self.skipping.is_some() && pending > 0) {
+            // Over the cap: keep only what the error report needs, drop the rest.
+            self.skipping
+                .get_or_insert_with(Overlong::default)
+                .extend(&self.buffer[self.start..]);
             self.buffer.clear();
+            self.start = 0;
+            self.scanned = 0;
+        } else if self.start >= pending {
+            // More consumed than left: move what is left to the front (a cost no bigger than
+            // what was consumed, so linear over the stream).
+            self.buffer.drain(..self.start);
+            self.start = 0;
+            self.scanned = pending;
+        } else {
+            self.scanned = pending;
         }
         None
     }

@@ -226,8 +226,8 @@ fn call_tool<'js>(
             "{server}.{tool}: the execution's time is up; no more tool calls"
         ));
     }
-    let arguments = match tojson::convert(ctx, shared, args) {
-        Ok(arguments) => arguments,
+    let (arguments, bytes) = match tojson::convert(ctx, shared, args) {
+        Ok(converted) => converted,
         Err(tojson::ArgError::Bad(why)) => return refuse(format!("{server}.{tool}: {why}")),
         Err(tojson::ArgError::Stopped(thrown)) => return Err(ctx.throw(thrown)),
     };
@@ -244,6 +244,7 @@ fn call_tool<'js>(
         server,
         tool,
         arguments,
+        bytes,
     });
     Ok(promise)
 }

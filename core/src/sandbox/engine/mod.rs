@@ -254,7 +254,8 @@ pub(crate) fn run(
     modules: ModuleSource,
     cancel: Arc<AtomicBool>,
 ) -> (Report, Link) {
-    let deadline = Instant::now() + Duration::from_millis(limits.timeout_ms);
+    let deadline =
+        Instant::now() + Duration::from_millis(limits.timeout_ms.saturating_sub(limits.spent_ms));
     let shared = Rc::new(Shared {
         link: RefCell::new(link),
         modules,

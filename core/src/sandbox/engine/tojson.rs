@@ -22,14 +22,15 @@ pub(crate) enum ArgError<'js> {
     Stopped(Value<'js>),
 }
 
-/// `undefined` and `null` become `{}`; anything but an object is refused.
+/// `undefined` and `null` become `{}`; anything but an object is refused. With the JSON, its
+/// size, roughly.
 pub(crate) fn convert<'js>(
     ctx: &Ctx<'js>,
     shared: &Shared,
     args: Option<Value<'js>>,
-) -> Result<Json, ArgError<'js>> {
+) -> Result<(Json, usize), ArgError<'js>> {
     let Some(args) = args.filter(|a| !a.is_undefined() && !a.is_null()) else {
-        return Ok(Json::Object(Map::new()));
+        return Ok((Json::Object(Map::new()), 2));
     };
     let mut walker = Walker {
         ctx,
@@ -43,7 +44,8 @@ pub(crate) fn convert<'js>(
             "the arguments must be an object, not {what}"
         )));
     }
-    Ok(walker.walk(&args, &mut Vec::new())?.unwrap_or(Json::Null))
+    let json = walker.walk(&args, &mut Vec::new())?.unwrap_or(Json::Null);
+    Ok((json, walker.bytes))
 }
 
 enum Step {

@@ -10,16 +10,18 @@ use std::{
         Arc, Mutex, Weak,
         atomic::{AtomicBool, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
 use hyper::Response;
 use runbyte_http_common::{
-    Inbox, InboxSender, inbox,
+    Inbox, InboxSender, inbox, inbox_with_fd,
     jsonrpc::{self, Kind},
+    limits::ListenLimits,
     lock,
     server::Body,
+    sessions::Activity,
     sse::encode_event,
 };
 use runbyte_plugin_api::{
@@ -51,7 +53,17 @@ pub(super) struct Session {
     host_inbox: Mutex<Option<Inbox>>,
     routes: Mutex<Routes>,
     ended: AtomicBool,
+    activity: Mutex<Activity>,
     state: Weak<State>,
+}
+
+/// A request or stream of a session in progress: the session is not idle while one exists.
+pub(super) struct Busy(Arc<Session>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        lock(&self.0.activity).end();
+    }
 }
 
 #[derive(Default)]
@@ -91,15 +103,32 @@ fn sse_frame(message: &str) -> Bytes {
 
 impl Session {
     pub(super) fn new(id: String, state: Weak<State>) -> Self {
-        let (inbox, host_inbox) = inbox::inbox();
+        let (inbox, host_inbox) = inbox_with_fd();
         Self {
             id,
             inbox,
             host_inbox: Mutex::new(Some(host_inbox)),
             routes: Mutex::new(Routes::default()),
             ended: AtomicBool::new(false),
+            activity: Mutex::new(Activity::default()),
             state,
         }
+    }
+
+    /// Marks a request or stream in progress until the guard is dropped.
+    pub(super) fn busy(self: &Arc<Self>) -> Busy {
+        lock(&self.activity).begin();
+        Busy(self.clone())
+    }
+
+    /// The client sent something after `initialize`.
+    pub(super) fn initialized(&self) {
+        lock(&self.activity).initialized();
+    }
+
+    /// The timeout this session has been idle past, if any.
+    pub(super) fn idle_expiry(&self, limits: &ListenLimits, now: Instant) -> Option<Duration> {
+        lock(&self.activity).expired(limits, now)
     }
 
     /// Notes the id of the `initialize` request, to read the negotiated revision from its
@@ -395,5 +424,14 @@ impl Pump for SessionPump {
     fn close(&self) {
         self.session.end("closed by Runbyte");
         self.inbox.close_now("closed by Runbyte");
+    }
+
+    fn readable_fd(&self) -> Option<i32> {
+        self.inbox.readable_fd()
+    }
+
+    /// `send` routes onto unbounded channels under short locks: it never waits for a client.
+    fn sends_without_blocking(&self) -> bool {
+        true
     }
 }

@@ -1,0 +1,4001 @@
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+do
+x;
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);
+while (a);

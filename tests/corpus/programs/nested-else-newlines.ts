@@ -1,0 +1,4001 @@
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+if (a) x
+else
+;
