@@ -174,6 +174,10 @@ async fn hostile_programs_leave_the_gateway_serving_others() {
         "the bystander waited {slowest} ms for an answer"
     );
     let peak = peak.load(Ordering::SeqCst);
+    eprintln!(
+        "bystander answered {answered} times, slowest {slowest} ms; gateway peak RSS {} MiB",
+        peak >> 20
+    );
     assert!(
         peak < GATEWAY_RSS_BOUND,
         "the gateway's resident memory reached {} MiB",

@@ -646,14 +646,13 @@ impl Hub {
 
     /// Closes every connection.
     pub async fn shutdown(&self) {
+        // Every connection at once: each close waits (bounded) until its process group is gone,
+        // so one after another would add those waits up.
+        let mut connections = Vec::new();
         for slot in self.inner.servers.values() {
-            if let Some(connection) = slot.connection.lock().await.take() {
-                connection.close().await;
-            }
-            let sessions: Vec<_> = slot.sessions.lock().await.drain().map(|(_, c)| c).collect();
-            for connection in sessions {
-                connection.close().await;
-            }
+            connections.extend(slot.connection.lock().await.take());
+            connections.extend(slot.sessions.lock().await.drain().map(|(_, c)| c));
         }
+        futures::future::join_all(connections.iter().map(|connection| connection.close())).await;
     }
 }

@@ -465,7 +465,12 @@ impl Sandbox {
         loop {
             attempts += 1;
             let attempt = std::time::Instant::now();
-            gathered.started = false;
+            // Only a large source can make the transpiler run away; for a small one the worker
+            // sends no `started` and the host counts it as started from the beginning.
+            gathered.started = match &program {
+                Program::Source(source) => source.len() <= IN_PROCESS_TRANSPILE_BYTES,
+                Program::Transpiled(_) => true,
+            };
             let start = ToEngine::Run {
                 program: program.clone(),
                 limits: job.engine_limits(),

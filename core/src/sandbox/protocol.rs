@@ -5,6 +5,7 @@
 //! worker → host   {"t":"ready","version":1}                       once, after start
 //! host → worker   {"t":"run","program":{"source":"…"},"limits":{…},"generation":7}
 //! worker → host   {"t":"started"}                                 transpiled: the program runs
+//!                                                                  (sources over 16 KiB only)
 //! worker → host   {"t":"load","id":1,"path":"/servers/demo/index.ts"}
 //! host → worker   {"t":"module","id":1,"source":"export * from './echo';"}   (null: no such module)
 //! worker → host   {"t":"paths","id":2}
