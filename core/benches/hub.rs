@@ -19,7 +19,7 @@ use rmcp::{
     RoleClient, ServiceExt, model::CallToolRequestParams, service::RunningService,
     transport::TokioChildProcess,
 };
-use runbyte_core::{config::Config, hub::CallOptions, runtime::Runtime};
+use runbyte_core::{config::Config, gateway::Gateway, hub::CallOptions};
 use serde_json::json;
 
 fn main() {
@@ -53,9 +53,9 @@ fn demo_table(name: &str, delay: &str) -> String {
     )
 }
 
-static HUB: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
+static HUB: LazyLock<Arc<Gateway>> = LazyLock::new(|| {
     TOKIO.block_on(async {
-        let runtime = Runtime::hub_only(config(&demo_table("demo", "0")));
+        let runtime = Gateway::hub_only(config(&demo_table("demo", "0")));
         runtime.hub.start().await;
         runtime
     })
@@ -129,7 +129,7 @@ fn start_five_slow_servers() {
 
 fn start(tables: &str) {
     TOKIO.block_on(async {
-        let runtime = Runtime::hub_only(config(tables));
+        let runtime = Gateway::hub_only(config(tables));
         runtime.hub.start().await;
         for view in runtime.hub.servers().await {
             assert!(!view.tools.is_empty(), "{} did not start", view.name);

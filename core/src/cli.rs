@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use crate::{
     config::{self, Config},
+    gateway::Gateway,
     hub::{CallOptions, Status},
     plugin::{self, PluginInfo},
-    runtime::{self, Runtime},
     server::{self, ServeOptions},
 };
 
@@ -135,7 +135,7 @@ pub fn main() -> ExitCode {
     if let Command::Import { file } = &command {
         return import(file);
     }
-    let config = match runtime::load_config(cli.config.as_deref()) {
+    let config = match Config::find(cli.config.as_deref()) {
         Ok(config) => config,
         Err(error) => return fail(&error.to_string()),
     };
@@ -234,7 +234,7 @@ async fn serve(config: Config, listen: Option<String>, bind: Option<String>) -> 
         Ok(options) => options,
         Err(error) => return fail(&error),
     };
-    let runtime = match Runtime::new(config) {
+    let runtime = match Gateway::new(config) {
         Ok(runtime) => runtime,
         Err(error) => return fail(&error.to_string()),
     };
@@ -376,7 +376,7 @@ async fn check(config: Config) -> ExitCode {
         }
         seen.push((kind, name));
     }
-    let runtime = Runtime::hub_only(config);
+    let runtime = Gateway::hub_only(config);
     runtime.hub.start().await;
     for view in runtime.hub.servers().await {
         match view.status {
@@ -407,7 +407,7 @@ async fn check(config: Config) -> ExitCode {
 }
 
 async fn tools(config: Config, only: Option<String>) -> ExitCode {
-    let runtime = Runtime::hub_only(config);
+    let runtime = Gateway::hub_only(config);
     if let Some(server) = &only
         && !runtime.hub.server_names().contains(server)
     {
@@ -456,7 +456,7 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
             Err(error) => return fail(&format!("cannot read {}: {error}", file.display())),
         }
     };
-    let runtime = match Runtime::new(config) {
+    let runtime = match Gateway::new(config) {
         Ok(runtime) => runtime,
         Err(error) => return fail(&error.to_string()),
     };
@@ -498,7 +498,7 @@ async fn vfs_command(
     config: Config,
     question: impl FnOnce(&crate::vfs::Snapshot) -> Result<String, String>,
 ) -> ExitCode {
-    let runtime = match Runtime::new(config) {
+    let runtime = match Gateway::new(config) {
         Ok(runtime) => runtime,
         Err(error) => return fail(&error.to_string()),
     };
@@ -522,7 +522,7 @@ async fn call(config: Config, server: &str, tool: &str, args: &str) -> ExitCode 
         Ok(args) => args,
         Err(error) => return fail(&format!("the arguments are not valid JSON: {error}")),
     };
-    let runtime: Arc<Runtime> = Runtime::hub_only(config);
+    let runtime: Arc<Gateway> = Gateway::hub_only(config);
     let result = runtime
         .hub
         .call(server, tool, args, CallOptions::default())

@@ -8,38 +8,17 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use rmcp::model::Tool;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use runbyte_plugin_api::wire::{
+    CodegenRequest, CodegenResponse, DEFAULT_EXTENSION, RootRequest, ServerRef, ServerRequest,
+};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::{
     hub::{Hub, HubEvent, Status},
     plugin::CodegenPlugin,
     vfs::{File, FolderStatus, ServerFolder, Snapshot, ToolEntry, Vfs},
 };
-
-#[derive(Debug, Deserialize)]
-struct Response {
-    #[serde(default)]
-    files: Vec<GeneratedFile>,
-    #[serde(default)]
-    tools: Vec<GeneratedTool>,
-    #[serde(default)]
-    warnings: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct GeneratedFile {
-    path: String,
-    content: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct GeneratedTool {
-    name: String,
-    identifier: String,
-    path: String,
-    signature: String,
-}
 
 /// What one server contributed to the VFS.
 struct ServerFiles {
@@ -101,7 +80,9 @@ pub struct CodegenDriver {
     folders: BTreeMap<String, String>,
     state: tokio::sync::Mutex<BTreeMap<String, ServerFiles>>,
     generation: std::sync::atomic::AtomicU64,
-    extension: std::sync::Mutex<String>,
+    /// The extension of the dialect's modules: the placeholder files of servers that are
+    /// starting or down get it.
+    extension: Extension,
     /// Whether a task already follows the Hub's events.
     following: std::sync::atomic::AtomicBool,
 }
@@ -118,7 +99,7 @@ impl CodegenDriver {
             folders,
             state: tokio::sync::Mutex::new(BTreeMap::new()),
             generation: std::sync::atomic::AtomicU64::new(0),
-            extension: std::sync::Mutex::new("ts".to_owned()),
+            extension: Extension::default(),
             following: std::sync::atomic::AtomicBool::new(false),
         });
         // Inside a runtime (always, but for unit tests that build one by hand), follow the Hub
@@ -176,7 +157,7 @@ impl CodegenDriver {
     /// Regenerates the named servers and swaps in a new snapshot.
     pub async fn regenerate(&self, servers: &[String]) {
         let mut state = self.state.lock().await;
-        // The root first: its index tells the extension down servers' placeholder files get.
+        // The root first: its answer tells the extension down servers' placeholder files get.
         let root = self.generate_root().await;
         for server in servers {
             let Some(folder) = self.folders.get(server) else {
@@ -189,14 +170,17 @@ impl CodegenDriver {
                         .await
                 }
                 Some(view) => Ok(match view.status {
-                    Status::Failed { error, .. } => self.down_folder(server, folder, &error),
-                    _ => self.starting_folder(server, folder),
+                    Status::Failed { error, .. } => {
+                        down_folder(server, folder, &error, &self.extension())
+                    }
+                    _ => starting_folder(server, folder, &self.extension()),
                 }),
                 None => continue,
             };
             let files = generated.unwrap_or_else(|error| {
                 tracing::warn!(server, "codegen failed: {error}");
-                self.down_folder(server, folder, &format!("codegen failed: {error}"))
+                let reason = format!("codegen failed: {error}");
+                down_folder(server, folder, &reason, &self.extension())
             });
             state.insert(server.clone(), files);
         }
@@ -223,7 +207,12 @@ impl CodegenDriver {
         self.vfs.swap(snapshot);
     }
 
-    async fn call_dialect(&self, request: Value) -> Result<Response, String> {
+    async fn call_dialect<T: Serialize>(
+        &self,
+        request: &CodegenRequest<T>,
+    ) -> Result<CodegenResponse, String> {
+        let request = serde_json::to_value(request)
+            .map_err(|e| format!("cannot encode the codegen request: {e}"))?;
         let dialect = self.dialect.clone();
         let answer = tokio::task::spawn_blocking(move || dialect.generate(&request))
             .await
@@ -240,14 +229,18 @@ impl CodegenDriver {
         tools: Arc<Vec<Tool>>,
         warnings: &[String],
     ) -> Result<ServerFiles, String> {
-        let request =
-            json!({"kind": "server", "server": server, "folder": folder, "tools": tools.as_ref()});
-        let response = self.call_dialect(request).await?;
+        let request = CodegenRequest::Server(ServerRequest {
+            server: server.to_owned(),
+            folder: folder.to_owned(),
+            tools: tools.iter().collect::<Vec<&Tool>>(),
+        });
+        let response = self.call_dialect(&request).await?;
         for warning in &response.warnings {
             tracing::warn!(server, dialect = %self.dialect.info().name, "{warning}");
         }
         let prefix = format!("{folder}/");
-        let index = format!("{folder}/index.{}", self.extension());
+        let extension = self.learn_extension(&response, &format!("{prefix}index."));
+        let index = format!("{prefix}index.{extension}");
         let mut files = Vec::new();
         for mut file in response.files {
             if file.path == index && !warnings.is_empty() {
@@ -297,68 +290,28 @@ impl CodegenDriver {
         Ok(ServerFiles { files, folder })
     }
 
-    fn starting_folder(&self, server: &str, folder: &str) -> ServerFiles {
-        let content = format!(
-            "// Server `{}` is starting: its tools appear here once it has listed them.\n// A program that imports it waits for it (within the program's time limit).\nexport {{}};\n",
-            comment_safe(server)
-        );
-        let path = format!("/servers/{folder}/index.{}", self.extension());
-        ServerFiles {
-            files: vec![(path, File::new(content))],
-            folder: ServerFolder {
-                server: server.to_owned(),
-                folder: folder.to_owned(),
-                status: FolderStatus::Starting,
-                tools: Vec::new(),
-            },
-        }
+    fn extension(&self) -> String {
+        self.extension.get()
     }
 
-    fn down_folder(&self, server: &str, folder: &str, reason: &str) -> ServerFiles {
-        let content = format!(
-            "// Server `{}` is unavailable: {}\n// Runbyte retries it; its tools appear here when it is back.\nexport {{}};\n",
-            comment_safe(server),
-            comment_safe(reason)
-        );
-        let path = format!("/servers/{folder}/index.{}", self.extension());
-        ServerFiles {
-            files: vec![(path, File::new(content))],
-            folder: ServerFolder {
-                server: server.to_owned(),
-                folder: folder.to_owned(),
-                status: FolderStatus::Down(reason.to_owned()),
-                tools: Vec::new(),
-            },
-        }
-    }
-
-    /// The extension the dialect's modules have, learned from its root index.
-    fn extension(&self) -> &'static str {
-        if self.dialect.info().name == "jsdoc" {
-            "js"
-        } else {
-            "ts"
-        }
+    fn learn_extension(&self, response: &CodegenResponse, index: &str) -> String {
+        self.extension
+            .learn(response, index, &self.dialect.info().name)
     }
 
     async fn generate_root(&self) -> Vec<(String, Arc<File>)> {
-        let servers: Vec<Value> = self
+        let servers = self
             .folders
             .iter()
-            .map(|(name, folder)| json!({"name": name, "folder": folder}))
+            .map(|(name, folder)| ServerRef {
+                name: name.clone(),
+                folder: folder.clone(),
+            })
             .collect();
-        match self
-            .call_dialect(json!({"kind": "root", "servers": servers}))
-            .await
-        {
+        let request = CodegenRequest::<Value>::Root(RootRequest { servers });
+        match self.call_dialect(&request).await {
             Ok(response) => {
-                let index_ext = response
-                    .files
-                    .iter()
-                    .find_map(|f| f.path.strip_prefix("index.").map(str::to_owned));
-                if let (Some(ext), Ok(mut slot)) = (index_ext, self.extension.lock()) {
-                    *slot = ext;
-                }
+                self.learn_extension(&response, "index.");
                 response
                     .files
                     .into_iter()
@@ -373,6 +326,94 @@ impl CodegenDriver {
                 Vec::new()
             }
         }
+    }
+}
+
+/// The extension of a dialect's modules, as its last answer told it ([`DEFAULT_EXTENSION`]
+/// until one does).
+struct Extension(std::sync::Mutex<String>);
+
+impl Default for Extension {
+    fn default() -> Self {
+        Extension(std::sync::Mutex::new(DEFAULT_EXTENSION.to_owned()))
+    }
+}
+
+impl Extension {
+    fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Records the extension that `response` (from `dialect`) tells and returns the one in use.
+    /// The response's `extension` says it; a dialect older than that key says it with the name
+    /// of its `index` module (`index` is that module's path up to the extension: `index.` or
+    /// `<folder>/index.`). An extension that is not 1 to 16 ASCII letters and digits is not put
+    /// in a path: it is ignored, with a warning.
+    fn learn(&self, response: &CodegenResponse, index: &str, dialect: &str) -> String {
+        let told = response.extension.as_deref().or_else(|| {
+            response
+                .files
+                .iter()
+                .find_map(|file| file.path.strip_prefix(index))
+        });
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match told {
+            Some(extension)
+                if !extension.is_empty()
+                    && extension.len() <= 16
+                    && extension.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+            {
+                extension.clone_into(&mut slot);
+            }
+            Some(bad) => tracing::warn!(
+                dialect,
+                "ignoring the extension `{}` the dialect gave: not a plain file extension",
+                comment_safe(bad)
+            ),
+            None => {}
+        }
+        slot.clone()
+    }
+}
+
+/// The folder of a server that is still starting: a placeholder `index` module.
+fn starting_folder(server: &str, folder: &str, extension: &str) -> ServerFiles {
+    let content = format!(
+        "// Server `{}` is starting: its tools appear here once it has listed them.\n// A program that imports it waits for it (within the program's time limit).\nexport {{}};\n",
+        comment_safe(server)
+    );
+    ServerFiles {
+        files: vec![(
+            format!("/servers/{folder}/index.{extension}"),
+            File::new(content),
+        )],
+        folder: ServerFolder {
+            server: server.to_owned(),
+            folder: folder.to_owned(),
+            status: FolderStatus::Starting,
+            tools: Vec::new(),
+        },
+    }
+}
+
+/// The folder of a server that is down: a placeholder `index` module that says why.
+fn down_folder(server: &str, folder: &str, reason: &str, extension: &str) -> ServerFiles {
+    let content = format!(
+        "// Server `{}` is unavailable: {}\n// Runbyte retries it; its tools appear here when it is back.\nexport {{}};\n",
+        comment_safe(server),
+        comment_safe(reason)
+    );
+    ServerFiles {
+        files: vec![(
+            format!("/servers/{folder}/index.{extension}"),
+            File::new(content),
+        )],
+        folder: ServerFolder {
+            server: server.to_owned(),
+            folder: folder.to_owned(),
+            status: FolderStatus::Down(reason.to_owned()),
+            tools: Vec::new(),
+        },
     }
 }
 
@@ -402,6 +443,8 @@ fn summary(description: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     #[test]
@@ -413,5 +456,53 @@ mod tests {
         assert_eq!(folders[".."], "_..");
         assert_eq!(folders["a/b"], "a_b");
         assert_eq!(folders["index"], "_index");
+    }
+
+    fn answer(text: &str) -> CodegenResponse {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_js_dialect_s_placeholder_files_carry_js() {
+        // A third-party dialect that writes `.js` modules, as its root answer says.
+        let extension = Extension::default();
+        let root = answer(
+            r#"{"files": [{"path": "index.js", "content": "export * as demo from \"./demo/index.js\";\n"}],
+                "tools": [], "warnings": [], "extension": "js"}"#,
+        );
+        assert_eq!(extension.learn(&root, "index.", "acme-js"), "js");
+        let starting = starting_folder("demo", "demo", &extension.get());
+        let down = down_folder("demo", "demo", "connection refused", &extension.get());
+        assert_eq!(starting.files[0].0, "/servers/demo/index.js");
+        assert_eq!(down.files[0].0, "/servers/demo/index.js");
+        assert_eq!(
+            down.folder.status,
+            FolderStatus::Down("connection refused".into())
+        );
+
+        // An answer that names no extension leaves it as it was.
+        assert_eq!(extension.learn(&answer("{}"), "index.", "acme-js"), "js");
+        // One that would put a path in a file name is ignored.
+        let bad = answer(r#"{"extension": "js/../../x"}"#);
+        assert_eq!(extension.learn(&bad, "index.", "acme-js"), "js");
+    }
+
+    #[test]
+    fn a_dialect_older_than_the_extension_key_is_known_by_its_index() {
+        let extension = Extension::default();
+        assert_eq!(extension.get(), "ts");
+        let server = answer(
+            r#"{"files": [{"path": "demo/echo.js", "content": ""}, {"path": "demo/index.js", "content": ""}]}"#,
+        );
+        assert_eq!(extension.learn(&server, "demo/index.", "old-js"), "js");
+        assert_eq!(
+            starting_folder("demo", "demo", &extension.get()).files[0].0,
+            "/servers/demo/index.js"
+        );
+        let typescript = answer(r#"{"files": [{"path": "index.ts", "content": ""}]}"#);
+        assert_eq!(
+            Extension::default().learn(&typescript, "index.", "ts"),
+            "ts"
+        );
     }
 }

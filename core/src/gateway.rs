@@ -1,16 +1,16 @@
-//! The assembled gateway: configuration, plugins, the Hub, the VFS, as every command uses them.
+//! The gateway, assembled: the composition root that every command uses (plugins, the Hub, the
+//! VFS and its codegen driver, the policies, the sandbox). One `Gateway` serves every client;
+//! each client is a `server::Session`.
 
-use std::{
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use crate::{
     audit::AuditLog,
     codegen::CodegenDriver,
-    config::{Config, ConfigError, DEFAULT_CONFIG},
+    config::Config,
+    exe::runbyte_exe,
     hub::{Hub, Transports},
     plugin::{self, PluginError, PluginSearch, PolicyPlugin},
     sandbox::{Sandbox, SandboxOptions},
@@ -28,43 +28,8 @@ pub enum StartError {
     Audit(String),
 }
 
-/// Where the configuration comes from: `--config`/`RUNBYTE_CONFIG`, else `./runbyte.toml`, else
-/// the built-in default (the demo server), read as if it sat beside the binary.
-pub fn load_config(explicit: Option<&Path>) -> Result<Config, ConfigError> {
-    if let Some(path) = explicit {
-        return Config::load(path);
-    }
-    let local = PathBuf::from("runbyte.toml");
-    if local.is_file() {
-        let absolute = std::env::current_dir()
-            .map(|dir| dir.join(&local))
-            .unwrap_or(local);
-        return Config::load(&absolute);
-    }
-    let base = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(Path::to_owned))
-        .unwrap_or_default();
-    tracing::info!("no runbyte.toml here and none given; using the built-in default configuration");
-    Config::parse(
-        DEFAULT_CONFIG,
-        Path::new("<built-in default runbyte.toml>"),
-        &base,
-    )
-}
-
-/// The `runbyte` binary, for the child processes it starts of itself (sandbox workers, isolated
-/// plugins): `RUNBYTE_EXE` when set (tests that embed the library set it), else this process's
-/// own executable.
-pub fn runbyte_exe() -> PathBuf {
-    std::env::var_os("RUNBYTE_EXE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| PathBuf::from("runbyte"))
-}
-
 /// Everything a running Runbyte holds.
-pub struct Runtime {
+pub struct Gateway {
     /// The configuration it started with.
     pub config: Arc<Config>,
     /// Where plugins are found.
@@ -75,7 +40,7 @@ pub struct Runtime {
     pub hub: Hub,
     /// The virtual filesystem.
     pub vfs: Arc<Vfs>,
-    /// The codegen driver, when the runtime serves the VFS.
+    /// The codegen driver, when the gateway serves the VFS.
     pub codegen: Option<Arc<CodegenDriver>>,
     /// The policies, in order.
     pub policies: Vec<PolicyPlugin>,
@@ -86,8 +51,8 @@ pub struct Runtime {
     ready_tx: watch::Sender<bool>,
 }
 
-impl Runtime {
-    /// A runtime with only the Hub: for `runbyte tools` and `runbyte call`, which need no dialect
+impl Gateway {
+    /// A gateway with only the Hub: for `runbyte tools` and `runbyte call`, which need no dialect
     /// or policy. Must be called inside the tokio runtime.
     pub fn hub_only(config: Config) -> Arc<Self> {
         let search = PluginSearch::from_config(&config);
@@ -95,7 +60,7 @@ impl Runtime {
     }
 
     /// The whole gateway: the dialect and every policy opened (an error names the plugin), the
-    /// VFS kept in step with the Hub. Nothing connects until [`Runtime::start`].
+    /// VFS kept in step with the Hub. Nothing connects until [`Gateway::start`].
     pub fn new(config: Config) -> Result<Arc<Self>, StartError> {
         let search = PluginSearch::from_config(&config);
         let dialect_name = config.codegen.dialect.clone();
@@ -131,7 +96,7 @@ impl Runtime {
         let vfs = Arc::new(Vfs::default());
         let codegen = dialect.map(|dialect| CodegenDriver::new(dialect, hub.clone(), vfs.clone()));
         let (ready_tx, ready) = watch::channel(false);
-        Arc::new(Runtime {
+        Arc::new(Gateway {
             config: Arc::new(config),
             search,
             transports,
@@ -173,7 +138,7 @@ impl Runtime {
         let _ = self.ready_tx.send(true);
     }
 
-    /// Waits until [`Runtime::start`] has finished its first round.
+    /// Waits until [`Gateway::start`] has finished its first round.
     pub async fn ready(&self) {
         let mut ready = self.ready.clone();
         let _ = ready.wait_for(|ready| *ready).await;

@@ -12,8 +12,10 @@
 //! `{"kind": "root", "servers": [{"name": "github", "folder": "github"}, ...]}`: the files at
 //! the root of `/servers`, sorted by name.
 //!
-//! The response: `{"files": [File, ...], "tools": [ToolEntry, ...], "warnings": ["..."]}`.
-//! A `File` is `{"path": "github/list_repos.ts", "content": "..."}`, the path relative to
+//! The response: `{"files": [File, ...], "tools": [ToolEntry, ...], "warnings": ["..."],
+//! "extension": "ts"}`; every key may be left out. `extension` is the extension of the
+//! dialect's modules without the dot (`"ts"` or `"js"`; `"ts"` when absent): the host gives it
+//! to the placeholder `index` it shows for a server that is starting or down. A `File` is `{"path": "github/list_repos.ts", "content": "..."}`, the path relative to
 //! `/servers`; a server's files all lie in its folder. For a server request, `tools` has one
 //! `ToolEntry` per tool: `{"name": <original name>, "identifier": <the function's name>,
 //! "path": <its file>, "signature": <one line, e.g. "listRepos(args: { owner: string }):
@@ -25,6 +27,9 @@
 //! `callTool(server: string, tool: string, args: object): Promise<unknown>` sends the call
 //! with the tool's *original* name. Modules are ES modules; `.ts` files are transpiled by the
 //! host (types stripped), `.js` files run as they are.
+//!
+//! With the `wire` feature these shapes are serde types: `wire::CodegenRequest` and
+//! `wire::CodegenResponse`.
 
 use abi_stable::{
     sabi_trait,

@@ -11,7 +11,9 @@
 //!
 //! Everything that crosses the boundary is plain text: the plugin's own configuration table
 //! from `runbyte.toml` (as a JSON object), tool specifications, generated files and verdicts.
-//! The host validates what comes back and reports problems with the plugin's name.
+//! The host validates what comes back and reports problems with the plugin's name. With the
+//! `wire` feature, the `wire` module holds those shapes as serde types, declared once for the
+//! host and any plugin (off by default: the ABI alone needs neither serde nor serde_json).
 //!
 //! Rules a plugin must keep:
 //! - **No shared async runtime.** The host's tokio runtime is invisible to a dynamic library.
@@ -56,6 +58,8 @@ mod host;
 mod module;
 pub mod policy;
 pub mod transport;
+#[cfg(feature = "wire")]
+pub mod wire;
 
 pub use abi_stable;
 pub use descriptor::{

@@ -1,8 +1,11 @@
 //! Sandbox policies: the limits of an execution and a verdict on each tool call.
 //!
-//! **`limits(context)`**: `context` is `{"session": "...", "listener": "stdio"}`. The answer is
-//! a JSON object whose keys are all optional; the host applies its defaults to what is absent
-//! and, when several policies are configured, the strictest value of each key:
+//! **`limits(context)`**: `context` is `{"session": "..."}` (and `"listener": "stdio"` when the
+//! host says which listener the session came through). The answer is a JSON object whose keys
+//! are all optional; the host applies its defaults to what is absent and, when several policies
+//! are configured, the strictest value of each key (the smaller number; `"process"` over
+//! `"thread"`). Unknown keys are ignored; a known key with a value of the wrong kind fails the
+//! execution, naming the policy and the key.
 //!
 //! | key | default | meaning |
 //! |---|---|---|
@@ -20,7 +23,13 @@
 //! far to this server>, "calls-to-tool": <calls so far to this tool>}}`. The answer is
 //! `{"allow": true}`, optionally with `"timeout-ms"` for this call, or
 //! `{"allow": false, "reason": "..."}`. A denial reaches the program as a thrown `Error`
-//! carrying the reason, and the audit log.
+//! carrying the reason, and the audit log. Anything but an object whose `allow` is `true` is a
+//! denial. `{"allow": false, "ask": "<question>"}` asks for a person's approval; hosts that
+//! cannot ask (this one, for now) deny the call, with `"reason"` when given.
+//!
+//! With the `wire` feature these shapes are serde types, the table included:
+//! `wire::LimitsContext`, `wire::Limits` (with `Limits::DEFAULTS`), `wire::Call` and
+//! `wire::Verdict`.
 
 use abi_stable::{
     sabi_trait,

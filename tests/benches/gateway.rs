@@ -13,7 +13,7 @@ use rmcp::{
     service::RunningService,
     transport::{StreamableHttpClientTransport, TokioChildProcess},
 };
-use runbyte_core::{hub::CallOptions, runtime::Runtime};
+use runbyte_core::{gateway::Gateway, hub::CallOptions};
 use runbyte_tests::{TempDir, build_dir, config_with, free_port, parse_config, runbyte};
 use serde_json::{Value, json};
 
@@ -140,7 +140,7 @@ async fn execute_overhead() {
 async fn sequential_calls() {
     let dir = TempDir::new("bench-sequential");
     dir.write("runbyte.toml", &config_with(""));
-    let runtime = Runtime::hub_only(parse_config(dir.path(), &config_with("")));
+    let runtime = Gateway::hub_only(parse_config(dir.path(), &config_with("")));
     runtime.hub.start().await;
     let mut direct = Vec::new();
     for round in 0..6 {
@@ -230,7 +230,7 @@ async fn sizes() {
     )
     .await;
     client.cancel().await.unwrap();
-    let runtime = Runtime::hub_only(parse_config(dir.path(), &config_with(&extra)));
+    let runtime = Gateway::hub_only(parse_config(dir.path(), &config_with(&extra)));
     runtime.hub.start().await;
     let mut downstream = 0;
     let mut count = 0;

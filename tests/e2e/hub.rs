@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use runbyte_core::{
+    gateway::Gateway,
     hub::{CallError, CallOptions, HubEvent, Status},
-    runtime::Runtime,
 };
 use runbyte_tests::{TempDir, config_of, is_running, parse_config, run, test_server_table};
 use serde_json::{Value, json};
@@ -19,8 +19,8 @@ fn text_of(result: &rmcp::model::CallToolResult) -> String {
         .join("")
 }
 
-async fn start(dir: &TempDir, tables: &[String]) -> std::sync::Arc<Runtime> {
-    let runtime = Runtime::hub_only(parse_config(dir.path(), &config_of(tables)));
+async fn start(dir: &TempDir, tables: &[String]) -> std::sync::Arc<Gateway> {
+    let runtime = Gateway::hub_only(parse_config(dir.path(), &config_of(tables)));
     runtime.hub.start().await;
     runtime
 }
@@ -433,7 +433,7 @@ fn tools_and_call_commands_report_each_server() {
 async fn a_request_too_large_to_send_fails_alone_and_the_connection_goes_on() {
     let dir = TempDir::new("hub-refused");
     let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
-    let pid = |runtime: std::sync::Arc<Runtime>| async move {
+    let pid = |runtime: std::sync::Arc<Gateway>| async move {
         let result = runtime
             .hub
             .call("t", "pid", json!({}), CallOptions::default())

@@ -489,3 +489,110 @@ fn check_reports_plugins_others_could_change() {
         checked.stdout
     );
 }
+
+/// Finds the `runbyte plugin-host` child of this process hosting `library`.
+#[cfg(target_os = "linux")]
+fn plugin_host_child(library: &std::path::Path) -> u32 {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces, so split after its `)`.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if parent != Some(me.as_str()) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|arg| String::from_utf8_lossy(arg).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "plugin-host")
+            && args.iter().any(|a| a == &library.display().to_string())
+        {
+            found.push(pid);
+        }
+    }
+    assert_eq!(found.len(), 1, "plugin-host children: {found:?}");
+    found[0]
+}
+
+#[cfg(target_os = "linux")]
+fn thread_count(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+/// Many calls at once to an isolated policy run on its child's fixed threads: the child starts
+/// no thread per call, and answers each as the same policy in process does.
+#[cfg(target_os = "linux")]
+#[test]
+fn concurrent_calls_to_an_isolated_policy_start_no_thread_each() {
+    use std::sync::{
+        Barrier,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    };
+
+    let text = format!(
+        "[plugins]\ndirs = [{:?}]\nisolate = [\"limits\"]\n",
+        build_dir().display().to_string()
+    );
+    let config =
+        runbyte_core::config::Config::parse(&text, std::path::Path::new("test.toml"), &build_dir())
+            .unwrap();
+    let search = PluginSearch::from_config(&config).with_host_exe(runbyte_tests::runbyte());
+    let config = json!({"timeout-ms": 1000});
+    let isolated = plugin::open_policy(&search, "limits", &config).unwrap();
+    assert!(isolated.is_isolated());
+    let local = plugin::open_policy(&search_with(&[]), "limits", &config).unwrap();
+    assert!(!local.is_isolated());
+    let call = json!({"server": "demo", "tool": "echo", "arguments": {"message": "hi"}});
+    let expected = local.check_call(&call).unwrap();
+    assert_eq!(isolated.check_call(&call).unwrap(), expected);
+
+    let child = plugin_host_child(&isolated.info().path);
+    let before = thread_count(child);
+    let peak = AtomicUsize::new(before);
+    let done = AtomicBool::new(false);
+    const CALLS: usize = 200;
+    let start = Barrier::new(CALLS);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(thread_count(child), Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        let callers: Vec<_> = (0..CALLS)
+            .map(|_| {
+                scope.spawn(|| {
+                    start.wait();
+                    isolated.check_call(&call).unwrap()
+                })
+            })
+            .collect();
+        for caller in callers {
+            assert_eq!(caller.join().unwrap(), expected);
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let (peak, after) = (peak.into_inner(), thread_count(child));
+    assert_eq!(
+        (peak, after),
+        (before, before),
+        "the child had {before} threads before {CALLS} concurrent calls"
+    );
+    // Still the same child: nothing crashed and restarted meanwhile.
+    assert_eq!(plugin_host_child(&isolated.info().path), child);
+}

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use runbyte_core::{hub::CallOptions, runtime::Runtime};
+use runbyte_core::{gateway::Gateway, hub::CallOptions};
 use runbyte_tests::{
     TempDir, config_of, is_running, live_group_members, parse_config, result_json, run, runbyte,
     test_server_table,
@@ -237,7 +237,7 @@ fn exec_leaves_no_downstream_process() {
 #[tokio::test]
 async fn a_restarted_server_leaves_no_process_of_its_old_group() {
     let dir = TempDir::new("shutdown-restart");
-    let runtime = Runtime::hub_only(parse_config(
+    let runtime = Gateway::hub_only(parse_config(
         dir.path(),
         &config_of(&[test_server_table("t", &[], "")]),
     ));

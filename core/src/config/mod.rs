@@ -289,6 +289,33 @@ impl ServerConfig {
 }
 
 impl Config {
+    /// Where the configuration comes from: `--config`/`RUNBYTE_CONFIG`, else `./runbyte.toml`,
+    /// else the built-in default (the demo server), read as if it sat beside the binary.
+    pub fn find(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        if let Some(path) = explicit {
+            return Config::load(path);
+        }
+        let local = PathBuf::from("runbyte.toml");
+        if local.is_file() {
+            let absolute = std::env::current_dir()
+                .map(|dir| dir.join(&local))
+                .unwrap_or(local);
+            return Config::load(&absolute);
+        }
+        let base = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_owned))
+            .unwrap_or_default();
+        tracing::info!(
+            "no runbyte.toml here and none given; using the built-in default configuration"
+        );
+        Config::parse(
+            DEFAULT_CONFIG,
+            Path::new("<built-in default runbyte.toml>"),
+            &base,
+        )
+    }
+
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {

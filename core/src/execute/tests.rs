@@ -3,10 +3,13 @@
 use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
-use crate::sandbox::{ExecError, LogLine};
+use crate::{
+    policy::merge_limits,
+    sandbox::{ErrorKind, ExecError, Isolation, LogLine, Outcome},
+};
 
 fn answers(list: &[(&str, Value)]) -> Vec<(String, Value)> {
     list.iter()

@@ -51,8 +51,9 @@ impl PluginInfo {
 pub fn read_descriptor(path: &Path) -> Result<PluginInfo, PluginError> {
     let load_path = open_trusted(path)?;
     // SAFETY: loading a library runs its constructors. Only files named by the operator's
-    // configuration or found in its plugin folders get here (DESIGN.md §3: plugins are
-    // trusted code), and files others could have written were refused above.
+    // configuration or found in its plugin folders get here (plugins are trusted code:
+    // docs/architecture.md, the plugin boundary), and files others could have written were
+    // refused above.
     let library =
         unsafe { libloading::Library::new(&load_path) }.map_err(|e| PluginError::NotALibrary {
             path: path.to_owned(),

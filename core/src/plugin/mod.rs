@@ -1,18 +1,22 @@
 //! The plugin host: finds plugin files, checks them, opens them, and wraps their raw ABI objects
-//! into ordinary Rust types (STYLE.md §2). Nothing outside this module sees abi_stable.
+//! into ordinary Rust types (docs/architecture.md, the plugin boundary). Nothing outside this
+//! module sees abi_stable.
 
 mod error;
 mod isolate;
 mod load;
+mod local;
 mod wrap;
 
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 pub use error::{CallError, PluginError};
-pub use isolate::serve_child as serve_isolated;
+use isolate::IsolatedHost;
+pub(crate) use isolate::serve as serve_isolated;
 pub use load::{PluginInfo, read_descriptor};
 use runbyte_plugin_api::{PluginInstance, PluginKind};
 pub use wrap::{Accepted, CodegenPlugin, Listener, PolicyPlugin, Pump, Received, TransportPlugin};
@@ -27,6 +31,7 @@ pub struct PluginSearch {
     paths: Vec<PathBuf>,
     isolated_paths: Vec<PathBuf>,
     isolated_names: Vec<String>,
+    host_exe: PathBuf,
 }
 
 impl PluginSearch {
@@ -71,7 +76,16 @@ impl PluginSearch {
             paths,
             isolated_paths,
             isolated_names,
+            host_exe: default_host_exe(),
         }
+    }
+
+    /// Runs isolated plugins in `exe plugin-host` (a `runbyte` binary) rather than in the default
+    /// one: `RUNBYTE_EXE` when set, else this process's own executable. For programs that embed
+    /// Runbyte and are not `runbyte` themselves.
+    pub fn with_host_exe(mut self, exe: PathBuf) -> Self {
+        self.host_exe = exe;
+        self
     }
 
     /// Whether the configuration asks for this plugin to run in a process of its own.
@@ -191,11 +205,11 @@ pub fn open_transport(
 ) -> Result<TransportPlugin, PluginError> {
     let info = search.find(PluginKind::Transport, name)?;
     if search.is_isolated(&info) {
-        return isolate::IsolatedHost::start(info, PluginKind::Transport, config.clone())
-            .map(TransportPlugin::isolated);
+        let host = search.start_isolated(info, PluginKind::Transport, config)?;
+        return Ok(TransportPlugin::new(host.info().clone(), Arc::new(host)));
     }
     match load::open(&info, PluginKind::Transport, config)? {
-        PluginInstance::Transport(raw) => Ok(TransportPlugin::new(info, raw)),
+        PluginInstance::Transport(raw) => Ok(local::transport(Arc::new(info), raw)),
         _ => unreachable_kind(&info, PluginKind::Transport),
     }
 }
@@ -208,11 +222,11 @@ pub fn open_codegen(
 ) -> Result<CodegenPlugin, PluginError> {
     let info = search.find(PluginKind::Codegen, name)?;
     if search.is_isolated(&info) {
-        return isolate::IsolatedHost::start(info, PluginKind::Codegen, config.clone())
-            .map(CodegenPlugin::isolated);
+        let host = search.start_isolated(info, PluginKind::Codegen, config)?;
+        return Ok(CodegenPlugin::new(host.info().clone(), Arc::new(host)));
     }
     match load::open(&info, PluginKind::Codegen, config)? {
-        PluginInstance::Codegen(raw) => Ok(CodegenPlugin::new(info, raw)),
+        PluginInstance::Codegen(raw) => Ok(local::codegen(Arc::new(info), raw)),
         _ => unreachable_kind(&info, PluginKind::Codegen),
     }
 }
@@ -225,11 +239,11 @@ pub fn open_policy(
 ) -> Result<PolicyPlugin, PluginError> {
     let info = search.find(PluginKind::Policy, name)?;
     if search.is_isolated(&info) {
-        return isolate::IsolatedHost::start(info, PluginKind::Policy, config.clone())
-            .map(PolicyPlugin::isolated);
+        let host = search.start_isolated(info, PluginKind::Policy, config)?;
+        return Ok(PolicyPlugin::new(host.info().clone(), Arc::new(host)));
     }
     match load::open(&info, PluginKind::Policy, config)? {
-        PluginInstance::Policy(raw) => Ok(PolicyPlugin::new(info, raw)),
+        PluginInstance::Policy(raw) => Ok(local::policy(Arc::new(info), raw)),
         _ => unreachable_kind(&info, PluginKind::Policy),
     }
 }
@@ -252,9 +266,27 @@ pub fn open_as_configured(
     let kind = info.kind.unwrap_or(PluginKind::Transport);
     if search.is_isolated(info) {
         // Started (and its configuration accepted) by the child; stopped when dropped here.
-        return isolate::IsolatedHost::start(info.clone(), kind, config.clone()).map(|_| true);
+        return search
+            .start_isolated(info.clone(), kind, config)
+            .map(|_| true);
     }
     load::open(info, kind, config).map(|_| false)
+}
+
+impl PluginSearch {
+    fn start_isolated(
+        &self,
+        info: PluginInfo,
+        kind: PluginKind,
+        config: &serde_json::Value,
+    ) -> Result<IsolatedHost, PluginError> {
+        IsolatedHost::start(info, kind, config.clone(), self.host_exe.clone())
+    }
+}
+
+/// The `runbyte` binary isolated plugins run in unless told otherwise.
+fn default_host_exe() -> PathBuf {
+    crate::exe::runbyte_exe()
 }
 
 // `load::open` checks the instance's kind, so a mismatch here cannot happen; answer with the

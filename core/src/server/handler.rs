@@ -18,7 +18,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use crate::{execute, runtime::Runtime};
+use crate::{execute, gateway::Gateway};
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
 pub const INSTRUCTIONS: &str = "Runbyte turns the tools of many MCP servers into typed functions \
@@ -70,8 +70,8 @@ fn tool_specs() -> Vec<Tool> {
 
 /// One client session's server.
 #[derive(Clone)]
-pub struct Gateway {
-    runtime: Arc<Runtime>,
+pub struct Session {
+    gateway: Arc<Gateway>,
     session: String,
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
@@ -91,11 +91,11 @@ fn severity(level: LoggingLevel) -> u8 {
     }
 }
 
-impl Gateway {
+impl Session {
     /// The server for one client session.
-    pub fn new(runtime: Arc<Runtime>, session: String) -> Self {
-        Gateway {
-            runtime,
+    pub fn new(gateway: Arc<Gateway>, session: String) -> Self {
+        Session {
+            gateway,
             session,
             log_level: Arc::new(Mutex::new(None)),
         }
@@ -115,9 +115,9 @@ impl Gateway {
         let _ = peer.notify_logging_message(params).await;
     }
 
-    /// The runtime this session serves.
-    pub fn runtime(&self) -> &Arc<Runtime> {
-        &self.runtime
+    /// The gateway this session serves.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
     }
 
     /// The session's id.
@@ -131,7 +131,7 @@ impl Gateway {
             .get("withDescriptions")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        self.runtime
+        self.gateway
             .vfs
             .settled(STARTUP_GRACE)
             .await
@@ -141,7 +141,7 @@ impl Gateway {
 
     async fn read_file(&self, args: &Value) -> Result<String, String> {
         let path = required_str(args, "path")?;
-        self.runtime
+        self.gateway
             .vfs
             .settled(STARTUP_GRACE)
             .await
@@ -157,7 +157,7 @@ impl Gateway {
             .and_then(Value::as_u64)
             .unwrap_or(10)
             .clamp(1, 50) as usize;
-        let snapshot = self.runtime.vfs.settled(STARTUP_GRACE).await;
+        let snapshot = self.gateway.vfs.settled(STARTUP_GRACE).await;
         let hits = snapshot.search(query, limit);
         if hits.is_empty() {
             return Ok(format!(
@@ -181,7 +181,7 @@ impl Gateway {
     }
 }
 
-impl Gateway {
+impl Session {
     /// Runs one program: limits from the policies, the VFS's modules, the bridge to the Hub;
     /// progress while it runs when the client asked for it; stopped when the client cancels.
     async fn execute_code(
@@ -194,7 +194,7 @@ impl Gateway {
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
         };
         // No waiting for servers here: `execute::run` waits for those the program imports.
-        let prepared = match execute::prepare(&self.runtime, &self.session).await {
+        let prepared = match execute::prepare(&self.gateway, &self.session).await {
             Ok(prepared) => prepared,
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
         };
@@ -219,7 +219,7 @@ impl Gateway {
             })
         });
         let result = execute::run(
-            &self.runtime,
+            &self.gateway,
             &self.session,
             &prepared,
             code,
@@ -247,7 +247,7 @@ fn required_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
         .ok_or_else(|| format!("`{key}` is required and must be a string"))
 }
 
-impl ServerHandler for Gateway {
+impl ServerHandler for Session {
     // Logging is deprecated from 2026-07-28 (SEP-2577); the revisions Runbyte serves have it.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {

@@ -7,12 +7,12 @@ use std::{sync::Arc, time::Duration};
 
 use rmcp::{RoleServer, ServiceExt};
 
-pub use handler::Gateway;
+pub use handler::Session;
 
 use crate::{
+    gateway::Gateway,
     plugin::{Accepted, Listener},
     pump::{OnGarbage, PumpTransport},
-    runtime::Runtime,
 };
 
 /// How the server listens.
@@ -34,8 +34,8 @@ pub enum ServeError {
 }
 
 /// Serves upstream clients until the listener ends: for stdio, when the one client leaves.
-pub async fn serve(runtime: Arc<Runtime>, options: ServeOptions) -> Result<(), ServeError> {
-    let transport = runtime.transports.get(&options.listen)?;
+pub async fn serve(gateway: Arc<Gateway>, options: ServeOptions) -> Result<(), ServeError> {
+    let transport = gateway.transports.get(&options.listen)?;
     let listener_options = options.options.clone();
     let listener = tokio::task::spawn_blocking(move || transport.listen(&listener_options))
         .await
@@ -59,8 +59,8 @@ pub async fn serve(runtime: Arc<Runtime>, options: ServeOptions) -> Result<(), S
     loop {
         match accept(&listener).await {
             Ok(Some(accepted)) => {
-                let runtime = runtime.clone();
-                let task = serve_session(runtime, accepted);
+                let gateway = gateway.clone();
+                let task = serve_session(gateway, accepted);
                 if single_client {
                     task.await;
                     break;
@@ -92,10 +92,10 @@ async fn accept(listener: &Listener) -> Result<Option<Accepted>, String> {
 /// Tells the client when a downstream server's tools change: `tools/list_changed` (so it looks
 /// again) and, if it asked for logs, which server.
 #[allow(deprecated)]
-async fn forward_hub_events(runtime: Arc<Runtime>, gateway: Gateway, peer: rmcp::Peer<RoleServer>) {
-    let mut events = runtime.hub.subscribe();
+async fn forward_hub_events(gateway: Arc<Gateway>, client: Session, peer: rmcp::Peer<RoleServer>) {
+    let mut events = gateway.hub.subscribe();
     while let Ok(crate::hub::HubEvent::ToolsChanged { server }) = events.recv().await {
-        let status = runtime.hub.server(&server).await.map(|view| view.status);
+        let status = gateway.hub.server(&server).await.map(|view| view.status);
         let (level, message) = match status {
             Some(crate::hub::Status::Failed { error, .. }) => (
                 rmcp::model::LoggingLevel::Warning,
@@ -106,7 +106,7 @@ async fn forward_hub_events(runtime: Arc<Runtime>, gateway: Gateway, peer: rmcp:
                 format!("server `{server}`'s tools changed; see /servers"),
             ),
         };
-        gateway.log(&peer, level, message).await;
+        client.log(&peer, level, message).await;
         if peer.notify_tool_list_changed().await.is_err() {
             return;
         }
@@ -114,7 +114,7 @@ async fn forward_hub_events(runtime: Arc<Runtime>, gateway: Gateway, peer: rmcp:
 }
 
 /// Runs the MCP server for one client session until it ends.
-async fn serve_session(runtime: Arc<Runtime>, accepted: Accepted) {
+async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted) {
     let Accepted {
         pump,
         peer,
@@ -123,11 +123,11 @@ async fn serve_session(runtime: Arc<Runtime>, accepted: Accepted) {
     tracing::info!(%peer, %session, "client session opened");
     let transport =
         PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
-    let gateway = Gateway::new(runtime.clone(), session.clone());
-    match gateway.clone().serve(transport).await {
+    let client = Session::new(gateway.clone(), session.clone());
+    match client.clone().serve(transport).await {
         Ok(running) => {
             let peer = running.peer().clone();
-            let forward = tokio::spawn(forward_hub_events(runtime.clone(), gateway, peer));
+            let forward = tokio::spawn(forward_hub_events(gateway.clone(), client, peer));
             let _ = running.waiting().await;
             forward.abort();
         }
@@ -138,6 +138,6 @@ async fn serve_session(runtime: Arc<Runtime>, accepted: Accepted) {
         }
         Err(error) => tracing::warn!(%peer, %session, "client session failed to start: {error}"),
     }
-    runtime.hub.end_session(&session).await;
+    gateway.hub.end_session(&session).await;
     tracing::info!(%peer, %session, "client session closed");
 }

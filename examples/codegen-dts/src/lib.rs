@@ -24,7 +24,8 @@
 //!
 //! plus `/servers/<folder>/index.ts` (`export * from "./<identifier>";` per tool) and
 //! `/servers/index.ts` (`export * as <server> from "./<folder>/index";` per server). The
-//! request and response follow `runbyte_plugin_api::codegen` exactly. Identifiers are valid
+//! request and response follow `runbyte_plugin_api::codegen` exactly, read and written as the
+//! plugin API's `wire` types; the response names its extension, `ts`. Identifiers are valid
 //! ASCII, never reserved words, and distinct within a server (and across servers for the
 //! namespaces); every name and description reaches the code as an escaped string literal or
 //! through a comment that cannot be closed early. A tool whose input schema cannot be typed
@@ -36,8 +37,15 @@ mod names;
 mod text;
 mod types;
 
-use runbyte_plugin_api::{codegen::Codegen, export_plugin};
-use serde::{Deserialize, Serialize};
+use runbyte_plugin_api::{
+    codegen::Codegen,
+    export_plugin,
+    wire::{
+        CodegenRequest, CodegenResponse as Response, File, RootRequest, ServerRef, ServerRequest,
+        ToolEntry,
+    },
+};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::{
@@ -54,45 +62,8 @@ const UNTYPED_ARGS: &str = "{ [key: string]: unknown }";
 #[serde(deny_unknown_fields)]
 struct Config {}
 
-#[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-enum Request {
-    Server {
-        server: String,
-        folder: String,
-        tools: Vec<Value>,
-    },
-    Root {
-        servers: Vec<ServerRef>,
-    },
-}
-
-#[derive(Debug, Deserialize)]
-struct ServerRef {
-    name: String,
-    folder: String,
-}
-
-#[derive(Debug, Default, Serialize)]
-struct Response {
-    files: Vec<File>,
-    tools: Vec<ToolEntry>,
-    warnings: Vec<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct File {
-    path: String,
-    content: String,
-}
-
-#[derive(Debug, Serialize)]
-struct ToolEntry {
-    name: String,
-    identifier: String,
-    path: String,
-    signature: String,
-}
+/// The extension of the modules: TypeScript, which the host transpiles.
+const EXTENSION: &str = "ts";
 
 /// The `dts` dialect.
 #[derive(Debug)]
@@ -105,16 +76,17 @@ impl Codegen for Dts {
     }
 
     fn generate(&self, request: &str) -> Result<String, String> {
-        let request: Request =
+        let request: CodegenRequest =
             serde_json::from_str(request).map_err(|e| format!("bad codegen request: {e}"))?;
-        let response = match request {
-            Request::Server {
+        let mut response = match request {
+            CodegenRequest::Server(ServerRequest {
                 server,
                 folder,
                 tools,
-            } => server_files(&server, &folder, &tools)?,
-            Request::Root { servers } => root_files(servers)?,
+            }) => server_files(&server, &folder, &tools)?,
+            CodegenRequest::Root(RootRequest { servers }) => root_files(servers)?,
         };
+        response.extension = Some(EXTENSION.to_owned());
         serde_json::to_string(&response).map_err(|e| format!("cannot encode the response: {e}"))
     }
 }
@@ -146,7 +118,7 @@ fn server_files(server: &str, folder: &str, tools: &[Value]) -> Result<Response,
     let idents = identifiers(named.iter().map(|(name, _)| *name));
     for ((name, tool), ident) in named.into_iter().zip(&idents) {
         let module = tool_module(server, name, ident, tool);
-        let path = format!("{folder}/{ident}.ts");
+        let path = format!("{folder}/{ident}.{EXTENSION}");
         for warning in module.warnings {
             response
                 .warnings
@@ -170,7 +142,7 @@ fn server_files(server: &str, folder: &str, tools: &[Value]) -> Result<Response,
         .map(|ident| format!("export * from {};\n", string_literal(&format!("./{ident}"))))
         .collect();
     response.files.push(File {
-        path: format!("{folder}/index.ts"),
+        path: format!("{folder}/index.{EXTENSION}"),
         content: module_or_empty(lines),
     });
     response.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -193,7 +165,7 @@ fn root_files(mut servers: Vec<ServerRef>) -> Result<Response, String> {
         .collect();
     Ok(Response {
         files: vec![File {
-            path: "index.ts".to_owned(),
+            path: format!("index.{EXTENSION}"),
             content: module_or_empty(lines),
         }],
         ..Response::default()

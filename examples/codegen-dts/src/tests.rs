@@ -556,3 +556,10 @@ fn bad_requests_and_configuration_are_refused_by_name() {
         assert!(error.starts_with("bad folder"), "{error}");
     }
 }
+
+#[test]
+fn every_response_names_the_extension_of_its_modules() {
+    let root = generate(&json!({"kind": "root", "servers": [{"name": "demo", "folder": "demo"}]}));
+    assert_eq!(root["extension"], "ts");
+    assert_eq!(server(demo_tools())["extension"], "ts");
+}

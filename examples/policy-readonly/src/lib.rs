@@ -42,9 +42,13 @@
 
 mod glob;
 
-use runbyte_plugin_api::{export_plugin, policy::Policy};
+use runbyte_plugin_api::{
+    export_plugin,
+    policy::Policy,
+    wire::{Call, Verdict},
+};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use glob::Pattern;
 
@@ -147,19 +151,19 @@ impl Policy for ReadOnly {
     }
 
     fn check_call(&self, call: &str) -> Result<String, String> {
-        let call: Value = serde_json::from_str(call).map_err(|e| format!("bad call JSON: {e}"))?;
-        let text = |key: &str| {
-            call.get(key)
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("the call has no `{key}` string"))
+        let call: Call = serde_json::from_str(call).map_err(|e| format!("bad call JSON: {e}"))?;
+        // The host always names both; a call without them is not one to judge.
+        for (key, text) in [("server", &call.server), ("tool", &call.tool)] {
+            if text.is_empty() {
+                return Err(format!("the call has no `{key}` string"));
+            }
+        }
+        let annotations = call.annotations.as_deref().unwrap_or(&Value::Null);
+        let verdict = match self.verdict(&call.server, &call.tool, annotations) {
+            Ok(()) => Verdict::allow(),
+            Err(reason) => Verdict::deny(reason),
         };
-        let (server, tool) = (text("server")?, text("tool")?);
-        let annotations = call.get("annotations").unwrap_or(&Value::Null);
-        let verdict = match self.verdict(server, tool, annotations) {
-            Ok(()) => json!({ "allow": true }),
-            Err(reason) => json!({ "allow": false, "reason": reason }),
-        };
-        Ok(verdict.to_string())
+        Ok(verdict.to_json())
     }
 }
 

@@ -14,7 +14,9 @@ pub mod schema;
 pub mod text;
 pub mod types;
 
-use serde::{Deserialize, Serialize};
+use runbyte_plugin_api::wire::{
+    CodegenRequest, CodegenResponse, File, RootRequest, ServerRef, ServerRequest, ToolEntry,
+};
 use serde_json::Value;
 
 use crate::{
@@ -24,7 +26,7 @@ use crate::{
 
 /// A codegen dialect: how one tool's module is written.
 pub trait Dialect {
-    /// The extension of its modules, without the dot (`ts`, `js`).
+    /// The extension of its modules, without the dot (`ts`, `js`); every response says it.
     const EXTENSION: &'static str;
 
     /// The module for one tool.
@@ -50,58 +52,6 @@ pub fn open_config(dialect: &str, config: &str) -> Result<(), String> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-enum Request {
-    Server {
-        server: String,
-        folder: String,
-        tools: Vec<Value>,
-    },
-    Root {
-        servers: Vec<RootServer>,
-    },
-}
-
-#[derive(Deserialize)]
-struct RootServer {
-    name: String,
-    folder: String,
-}
-
-/// The response to one request.
-#[derive(Debug, Serialize)]
-pub struct Response {
-    /// The files, sorted by path.
-    pub files: Vec<File>,
-    /// One entry per tool, in the server's order.
-    pub tools: Vec<ToolEntry>,
-    /// What could not be typed or was left out.
-    pub warnings: Vec<String>,
-}
-
-/// A generated file.
-#[derive(Debug, Serialize)]
-pub struct File {
-    /// Relative to `/servers`.
-    pub path: String,
-    /// The module's source.
-    pub content: String,
-}
-
-/// What `search_tools` and `list_directory` show for a tool.
-#[derive(Debug, Serialize)]
-pub struct ToolEntry {
-    /// The original name.
-    pub name: String,
-    /// The function's name.
-    pub identifier: String,
-    /// Its module, relative to `/servers`.
-    pub path: String,
-    /// One line, e.g. `listRepos(args: { owner: string }): Promise<ListReposResult>`.
-    pub signature: String,
-}
-
 /// Answers a request for dialect `D`. An error means the request itself is malformed; a tool
 /// that cannot be typed is a warning in the response instead.
 pub fn generate<D: Dialect>(request: &str) -> Result<String, String> {
@@ -110,19 +60,19 @@ pub fn generate<D: Dialect>(request: &str) -> Result<String, String> {
 }
 
 /// [`generate`], before encoding.
-pub fn respond<D: Dialect>(request: &str) -> Result<Response, String> {
-    let request: Request = serde_json::from_str(request)
+pub fn respond<D: Dialect>(request: &str) -> Result<CodegenResponse, String> {
+    let request: CodegenRequest = serde_json::from_str(request)
         .map_err(|e| format!("the codegen request is malformed: {e}"))?;
     match request {
-        Request::Server {
+        CodegenRequest::Server(ServerRequest {
             server,
             folder,
             tools,
-        } => {
+        }) => {
             check_folder(&folder)?;
             Ok(server_files::<D>(&plan::plan(&server, &folder, &tools)))
         }
-        Request::Root { servers } => root_files::<D>(&servers),
+        CodegenRequest::Root(RootRequest { servers }) => root_files::<D>(&servers),
     }
 }
 
@@ -131,7 +81,7 @@ pub fn respond<D: Dialect>(request: &str) -> Result<Response, String> {
 pub const MAX_MODULE_BYTES: usize = 512 * 1024;
 
 /// The files and entries for one planned server.
-pub fn server_files<D: Dialect>(plan: &ServerPlan) -> Response {
+pub fn server_files<D: Dialect>(plan: &ServerPlan) -> CodegenResponse {
     let ext = D::EXTENSION;
     let mut files = Vec::with_capacity(plan.tools.len() + 1);
     let mut entries = Vec::with_capacity(plan.tools.len());
@@ -178,14 +128,15 @@ pub fn server_files<D: Dialect>(plan: &ServerPlan) -> Response {
         content: index,
     });
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    Response {
+    CodegenResponse {
         files,
         tools: entries,
         warnings,
+        extension: Some(D::EXTENSION.to_owned()),
     }
 }
 
-fn root_files<D: Dialect>(servers: &[RootServer]) -> Result<Response, String> {
+fn root_files<D: Dialect>(servers: &[ServerRef]) -> Result<CodegenResponse, String> {
     let mut names: Vec<&str> = Vec::with_capacity(servers.len());
     for server in servers {
         check_folder(&server.folder)?;
@@ -214,10 +165,11 @@ fn root_files<D: Dialect>(servers: &[RootServer]) -> Result<Response, String> {
         content.push_str("export {};\n");
     }
     let path = format!("index.{}", D::EXTENSION);
-    Ok(Response {
+    Ok(CodegenResponse {
         files: vec![File { path, content }],
         tools: Vec::new(),
         warnings: Vec::new(),
+        extension: Some(D::EXTENSION.to_owned()),
     })
 }
 

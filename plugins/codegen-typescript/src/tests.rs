@@ -111,3 +111,18 @@ fn a_tool_whose_types_are_too_large_is_written_untyped() {
 fn parsed_json_keeps_key_order_so_the_shuffle_check_bites() {
     assert!(invariants::keys_keep_their_order());
 }
+
+#[test]
+fn every_response_names_the_extension_of_its_modules() {
+    for request in [
+        r#"{"kind": "root", "servers": [{"name": "a", "folder": "a"}]}"#,
+        r#"{"kind": "server", "server": "a", "folder": "a", "tools": [{"name": "t", "inputSchema": {"type": "object"}}]}"#,
+    ] {
+        let response: serde_json::Value =
+            serde_json::from_str(&generate(request).unwrap()).unwrap();
+        assert_eq!(response["extension"], "ts", "{request}");
+        for file in response["files"].as_array().unwrap() {
+            assert!(file["path"].as_str().unwrap().ends_with(".ts"), "{file}");
+        }
+    }
+}

@@ -1,6 +1,6 @@
-//! What every listener checks on every request (DESIGN.md §9): the Host header, the Origin
-//! header when present, and the bearer token when one is configured. Also the random ids that
-//! name sessions.
+//! What every listener checks on every request (docs/architecture.md, Security): the Host
+//! header, the Origin header when present, and the bearer token when one is configured. Also the
+//! random ids that name sessions.
 
 use std::net::SocketAddr;
 

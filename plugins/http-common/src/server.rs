@@ -89,7 +89,7 @@ pub fn prepare(options: &str, base: &ListenLimits) -> Result<Prepared, String> {
     let address = listener
         .local_addr()
         .map_err(|error| format!("cannot read the bound address: {error}"))?;
-    // DESIGN.md §9: beyond loopback, every request must carry a token.
+    // Beyond loopback, every request must carry a token (docs/architecture.md, Security).
     if !address.ip().is_loopback() && !has_token {
         return Err(format!(
             "listening on {address} (beyond loopback) needs an auth-token; bind to 127.0.0.1 or set one"

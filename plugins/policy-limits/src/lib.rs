@@ -21,31 +21,20 @@
 
 use std::collections::BTreeMap;
 
-use runbyte_plugin_api::{export_plugin, policy::Policy};
+use runbyte_plugin_api::{
+    export_plugin,
+    policy::Policy,
+    wire::{Call, Limits as ExecutionLimits, Verdict},
+};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
 /// The execution limits and the per-server overrides, as configured.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[derive(Debug, Default)]
 struct Config {
-    timeout_ms: Option<u64>,
-    memory_mb: Option<u64>,
-    stack_kb: Option<u64>,
-    max_tool_calls: Option<u64>,
-    max_in_flight: Option<u64>,
-    call_timeout_ms: Option<u64>,
-    max_output_bytes: Option<u64>,
-    isolation: Option<Isolation>,
-    #[serde(default)]
+    /// `[sandbox.limits]`'s own keys: exactly the keys of a `limits` answer.
+    limits: ExecutionLimits,
     servers: BTreeMap<String, ServerLimits>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-enum Isolation {
-    Process,
-    Thread,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -64,57 +53,92 @@ struct ToolLimits {
     call_timeout_ms: Option<u64>,
 }
 
-/// The smallest and largest value each numeric key accepts.
-const RANGES: &[(&str, u64, u64)] = &[
-    ("timeout-ms", 1, 24 * 3600 * 1000),
-    ("memory-mb", 1, 64 * 1024),
-    ("stack-kb", 16, 1024 * 1024),
-    ("max-tool-calls", 0, 10_000_000),
-    ("max-in-flight", 1, 10_000),
-    ("call-timeout-ms", 1, 24 * 3600 * 1000),
-    ("max-output-bytes", 1, 1 << 30),
-];
+/// The smallest value each numeric key accepts.
+const MIN: ExecutionLimits = ExecutionLimits {
+    timeout_ms: Some(1),
+    memory_mb: Some(1),
+    stack_kb: Some(16),
+    max_tool_calls: Some(0),
+    max_in_flight: Some(1),
+    call_timeout_ms: Some(1),
+    max_output_bytes: Some(1),
+    isolation: None,
+};
 
-fn check_range(path: &str, key: &str, value: Option<u64>) -> Result<(), String> {
-    let Some(value) = value else { return Ok(()) };
-    let Some(&(_, min, max)) = RANGES.iter().find(|(name, ..)| *name == key) else {
-        return Ok(());
-    };
-    if value < min || value > max {
-        return Err(format!(
-            "`{path}{key} = {value}` is out of range: it must be {min} to {max}"
-        ));
+/// The largest value each numeric key accepts.
+const MAX: ExecutionLimits = ExecutionLimits {
+    timeout_ms: Some(24 * 3600 * 1000),
+    memory_mb: Some(64 * 1024),
+    stack_kb: Some(1024 * 1024),
+    max_tool_calls: Some(10_000_000),
+    max_in_flight: Some(10_000),
+    call_timeout_ms: Some(24 * 3600 * 1000),
+    max_output_bytes: Some(1 << 30),
+    isolation: None,
+};
+
+/// Checks every key `limits` sets against [`MIN`] and [`MAX`]; `path` is where the keys sit in
+/// `runbyte.toml`, for the error.
+fn check_ranges(path: &str, limits: &ExecutionLimits) -> Result<(), String> {
+    let bounds = MIN.counts().zip(MAX.counts());
+    for ((key, value), ((_, min), (_, max))) in limits.counts().zip(bounds) {
+        let (Some(value), Some(min), Some(max)) = (value, min, max) else {
+            continue;
+        };
+        if value < min || value > max {
+            return Err(format!(
+                "`{path}{key} = {value}` is out of range: it must be {min} to {max}"
+            ));
+        }
     }
     Ok(())
 }
 
+/// The keys a server's or a tool's override may set, as execution limits, for [`check_ranges`].
+fn override_limits(max_tool_calls: Option<u64>, call_timeout_ms: Option<u64>) -> ExecutionLimits {
+    ExecutionLimits {
+        max_tool_calls,
+        call_timeout_ms,
+        ..ExecutionLimits::default()
+    }
+}
+
 impl Config {
     fn parse(text: &str) -> Result<Config, String> {
-        let config: Config =
+        let mut table: Map<String, Value> =
             serde_json::from_str(text).map_err(|e| format!("[sandbox.limits]: {e}"))?;
-        let top = [
-            ("timeout-ms", config.timeout_ms),
-            ("memory-mb", config.memory_mb),
-            ("stack-kb", config.stack_kb),
-            ("max-tool-calls", config.max_tool_calls),
-            ("max-in-flight", config.max_in_flight),
-            ("call-timeout-ms", config.call_timeout_ms),
-            ("max-output-bytes", config.max_output_bytes),
-        ];
-        for (key, value) in top {
-            check_range("sandbox.limits.", key, value)?;
+        let servers: BTreeMap<String, ServerLimits> = match table.remove("servers") {
+            Some(servers) => serde_json::from_value(servers)
+                .map_err(|e| format!("[sandbox.limits.servers]: {e}"))?,
+            None => BTreeMap::new(),
+        };
+        if let Some(unknown) = table.keys().find(|key| !ExecutionLimits::is_key(key)) {
+            let expected: Vec<String> = ExecutionLimits::keys()
+                .chain(["servers"])
+                .map(|key| format!("`{key}`"))
+                .collect();
+            return Err(format!(
+                "[sandbox.limits]: unknown field `{unknown}`, expected one of {}",
+                expected.join(", ")
+            ));
         }
-        for (server, limits) in &config.servers {
+        let limits: ExecutionLimits = serde_json::from_value(Value::Object(table))
+            .map_err(|e| format!("[sandbox.limits]: {e}"))?;
+        check_ranges("sandbox.limits.", &limits)?;
+        for (server, limits) in &servers {
             let path = format!("sandbox.limits.servers.{server}.");
-            check_range(&path, "max-tool-calls", limits.max_tool_calls)?;
-            check_range(&path, "call-timeout-ms", limits.call_timeout_ms)?;
+            check_ranges(
+                &path,
+                &override_limits(limits.max_tool_calls, limits.call_timeout_ms),
+            )?;
             for (tool, limits) in &limits.tools {
-                let path = format!("{path}tools.{tool}.");
-                check_range(&path, "max-tool-calls", limits.max_tool_calls)?;
-                check_range(&path, "call-timeout-ms", limits.call_timeout_ms)?;
+                check_ranges(
+                    &format!("{path}tools.{tool}."),
+                    &override_limits(limits.max_tool_calls, limits.call_timeout_ms),
+                )?;
             }
         }
-        Ok(config)
+        Ok(Config { limits, servers })
     }
 }
 
@@ -124,64 +148,30 @@ pub struct Limits {
 }
 
 impl Limits {
-    fn execution_limits(&self) -> Value {
-        let c = &self.config;
-        let mut out = serde_json::Map::new();
-        let mut put = |key: &str, value: Option<u64>| {
-            if let Some(value) = value {
-                out.insert(key.to_owned(), json!(value));
-            }
-        };
-        put("timeout-ms", c.timeout_ms);
-        put("memory-mb", c.memory_mb);
-        put("stack-kb", c.stack_kb);
-        put("max-tool-calls", c.max_tool_calls);
-        put("max-in-flight", c.max_in_flight);
-        put("call-timeout-ms", c.call_timeout_ms);
-        put("max-output-bytes", c.max_output_bytes);
-        if let Some(isolation) = c.isolation {
-            let name = match isolation {
-                Isolation::Process => "process",
-                Isolation::Thread => "thread",
-            };
-            out.insert("isolation".to_owned(), json!(name));
-        }
-        Value::Object(out)
-    }
-
-    fn verdict(&self, call: &Value) -> Value {
-        let server = call["server"].as_str().unwrap_or_default();
-        let tool = call["tool"].as_str().unwrap_or_default();
-        let context = &call["context"];
+    fn verdict(&self, call: &Call<'_>) -> Verdict {
+        let (server, tool) = (&*call.server, &*call.tool);
         let Some(limits) = self.config.servers.get(server) else {
-            return json!({ "allow": true });
+            return Verdict::allow();
         };
         let tool_limits = limits.tools.get(tool);
-        let to_server = context["calls-to-server"].as_u64().unwrap_or(0);
-        let to_tool = context["calls-to-tool"].as_u64().unwrap_or(0);
         if let Some(max) = limits.max_tool_calls
-            && to_server >= max
+            && call.context.calls_to_server >= max
         {
-            return json!({
-                "allow": false,
-                "reason": format!("server `{server}` allows at most {max} tool calls per execution"),
-            });
+            return Verdict::deny(format!(
+                "server `{server}` allows at most {max} tool calls per execution"
+            ));
         }
         if let Some(max) = tool_limits.and_then(|t| t.max_tool_calls)
-            && to_tool >= max
+            && call.context.calls_to_tool >= max
         {
-            return json!({
-                "allow": false,
-                "reason": format!("tool `{server}/{tool}` allows at most {max} calls per execution"),
-            });
+            return Verdict::deny(format!(
+                "tool `{server}/{tool}` allows at most {max} calls per execution"
+            ));
         }
-        let timeout = tool_limits
+        let timeout_ms = tool_limits
             .and_then(|t| t.call_timeout_ms)
             .or(limits.call_timeout_ms);
-        match timeout {
-            Some(ms) => json!({ "allow": true, "timeout-ms": ms }),
-            None => json!({ "allow": true }),
-        }
+        Verdict::Allow { timeout_ms }
     }
 }
 
@@ -193,12 +183,12 @@ impl Policy for Limits {
     }
 
     fn limits(&self, _context: &str) -> Result<String, String> {
-        Ok(self.execution_limits().to_string())
+        serde_json::to_string(&self.config.limits).map_err(|e| format!("cannot encode: {e}"))
     }
 
     fn check_call(&self, call: &str) -> Result<String, String> {
-        let call: Value = serde_json::from_str(call).map_err(|e| format!("bad call JSON: {e}"))?;
-        Ok(self.verdict(&call).to_string())
+        let call: Call = serde_json::from_str(call).map_err(|e| format!("bad call JSON: {e}"))?;
+        Ok(self.verdict(&call).to_json())
     }
 }
 

@@ -7,7 +7,8 @@
 //!   `allowed-origins`, and the limits below); each client session is one accepted pump. See
 //!   [`listener`].
 //!
-//! All I/O runs on a runtime private to the transport instance (DESIGN.md §3).
+//! All I/O runs on a runtime private to the transport instance (docs/architecture.md, the
+//! plugin boundary).
 
 mod connector;
 mod listener;

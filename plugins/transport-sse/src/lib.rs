@@ -8,7 +8,8 @@
 //! - Listener: `GET /sse` and `POST /message?sessionId=...`; see
 //!   [`runbyte_http_common::legacy_server`].
 //!
-//! All I/O runs on a runtime private to the transport instance (DESIGN.md §3).
+//! All I/O runs on a runtime private to the transport instance (docs/architecture.md, the
+//! plugin boundary).
 
 #[cfg(test)]
 mod tests;

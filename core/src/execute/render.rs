@@ -1,0 +1,150 @@
+//! What the client gets back from `execute_code`: the result as JSON text (or the error), the
+//! console output and a summary, cut to the output limit, with images, audio and resources moved
+//! into content blocks of their own.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+
+use crate::sandbox::{ErrorKind, Outcome};
+
+/// Content blocks a program's result carries: objects shaped like MCP image, audio or resource
+/// content. Each is moved out of the JSON into a block of its own and replaced by a note that
+/// points at it.
+pub fn extract_blocks(value: &mut Value, blocks: &mut Vec<ContentBlock>, depth: usize) {
+    if depth > 32 || blocks.len() >= 32 {
+        return;
+    }
+    if let Some(block) = as_block(value) {
+        blocks.push(block);
+        let index = blocks.len();
+        *value = json!({"type": value["type"], "content": format!("see content block {index}")});
+        return;
+    }
+    match value {
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| extract_blocks(item, blocks, depth + 1)),
+        Value::Object(fields) => fields
+            .values_mut()
+            .for_each(|item| extract_blocks(item, blocks, depth + 1)),
+        _ => {}
+    }
+}
+
+fn as_block(value: &Value) -> Option<ContentBlock> {
+    let kind = value.get("type")?.as_str()?;
+    let shaped = match kind {
+        "image" | "audio" => {
+            value.get("data").is_some_and(Value::is_string)
+                && value.get("mimeType").is_some_and(Value::is_string)
+        }
+        "resource" => value.get("resource").is_some_and(Value::is_object),
+        "resource_link" => value.get("uri").is_some_and(Value::is_string),
+        _ => false,
+    };
+    if !shaped {
+        return None;
+    }
+    serde_json::from_value(value.clone()).ok()
+}
+
+/// What the client gets back: the result as JSON text (or the error), the console output, a
+/// one-line summary, and any content blocks; all within `max_output_bytes`.
+pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
+    let mut blocks = Vec::new();
+    let (mut body, failed) = match outcome.result {
+        Ok(mut value) => {
+            extract_blocks(&mut value, &mut blocks, 0);
+            (
+                serde_json::to_string(&value)
+                    .unwrap_or_else(|e| format!("(the result could not be encoded: {e})")),
+                false,
+            )
+        }
+        Err(error) => {
+            let mut text = String::from(match error.kind {
+                ErrorKind::Syntax => "SyntaxError",
+                ErrorKind::Runtime => "Uncaught exception",
+                ErrorKind::Timeout => "Timeout",
+                ErrorKind::Memory => "Out of memory",
+                ErrorKind::Stack => "Stack overflow",
+                ErrorKind::Limit => "Limit exceeded",
+                ErrorKind::Module => "Import error",
+                ErrorKind::Cancelled => "Cancelled",
+                ErrorKind::Busy => "Busy",
+                ErrorKind::Crashed => "Sandbox crashed",
+            });
+            if let Some((line, column)) = error.position {
+                text.push_str(&format!(" at line {line}, column {column}"));
+            }
+            text.push_str(": ");
+            text.push_str(&error.message);
+            if let Some(stack) = error.stack.filter(|s| !s.trim().is_empty()) {
+                text.push('\n');
+                text.push_str(stack.trim_end());
+            }
+            (text, true)
+        }
+    };
+    let mut logs = String::new();
+    for line in &outcome.logs {
+        let prefix = if line.level == "log" {
+            String::new()
+        } else {
+            format!("[{}] ", line.level)
+        };
+        logs.push_str(&prefix);
+        logs.push_str(&line.text);
+        logs.push('\n');
+    }
+    let queued = if outcome.queued >= std::time::Duration::from_millis(1) {
+        format!(" (after {} ms queued)", outcome.queued.as_millis())
+    } else {
+        String::new()
+    };
+    let summary = format!(
+        "{} ms{queued} · {} tool call{} · {} failed",
+        outcome.duration.saturating_sub(outcome.queued).as_millis(),
+        outcome.calls,
+        if outcome.calls == 1 { "" } else { "s" },
+        outcome.failed_calls
+    );
+    // The summary always fits; the result comes before the console.
+    let budget = max_output_bytes.saturating_sub(summary.len() + 64);
+    truncate(&mut body, budget, 0);
+    let logs_budget = budget.saturating_sub(body.len());
+    truncate(&mut logs, logs_budget, outcome.logs_dropped);
+    let mut text = body;
+    if !logs.is_empty() {
+        text.push_str("\n--- console ---\n");
+        text.push_str(logs.trim_end());
+    }
+    text.push_str("\n--- ");
+    text.push_str(&summary);
+    text.push_str(" ---");
+    // What a downstream answered may quote a configured secret back.
+    let text = crate::redact::redact(&text).into_owned();
+    let mut content = vec![ContentBlock::text(text)];
+    content.extend(blocks);
+    if failed {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+/// Cuts `text` to `budget` bytes (on a char boundary), saying how much was cut, counting
+/// `dropped` bytes that never reached it (the sandbox's own cap on console output).
+fn truncate(text: &mut String, budget: usize, dropped: usize) {
+    if text.len() <= budget && dropped == 0 {
+        return;
+    }
+    let marker_room = 64.min(budget);
+    let mut cut = text.len().min(budget - marker_room);
+    while cut > 0 && !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let removed = text.len() - cut + dropped;
+    text.truncate(cut);
+    text.push_str(&format!("…[truncated: {removed} more bytes]"));
+}

@@ -1,0 +1,210 @@
+//! The sandbox policies, seen from the host: the limits of one execution, built from every
+//! policy's answer, and every policy's verdict on each tool call.
+//!
+//! The shapes are `runbyte_plugin_api::wire`'s: [`wire::Limits`] declares the limit keys, their
+//! units and their defaults; [`wire::Verdict`] declares the verdict. This module only adds what
+//! the host decides: the strictest answer wins, units become bytes and durations, and a denial
+//! becomes the error the program sees.
+
+use std::time::Duration;
+
+use runbyte_plugin_api::wire::{self, Verdict};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{
+    plugin::{CallError, PolicyPlugin},
+    sandbox::{Isolation, Limits},
+};
+
+/// Builds the limits of one execution, as wasmtime's `StoreLimitsBuilder` builds a store's:
+/// each policy's answer is validated where it is added, the strictest value of each key is kept
+/// ([`wire::Limits::stricter`]), and [`wire::Limits::DEFAULTS`] fills what no policy sets.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LimitsBuilder {
+    set: wire::Limits,
+}
+
+impl LimitsBuilder {
+    /// No policy's answer yet: [`LimitsBuilder::build`] gives the defaults.
+    pub fn new() -> Self {
+        LimitsBuilder::default()
+    }
+
+    /// Adds the `limits` answer of the policy named `policy`. An error names the policy and
+    /// the key at fault; a key this host does not know is ignored (a later host may).
+    pub fn answer(mut self, policy: &str, answer: &Value) -> Result<Self, String> {
+        let Value::Object(keys) = answer else {
+            return Err(format!(
+                "policy `{policy}` answered `limits` with something other than an object"
+            ));
+        };
+        for key in keys.keys().filter(|key| !wire::Limits::is_key(key)) {
+            tracing::debug!(policy, "ignoring unknown limit `{key}`");
+        }
+        let limits = wire::Limits::deserialize(answer)
+            .map_err(|error| format!("policy `{policy}`: {error}"))?;
+        self.set = self.set.stricter(&limits);
+        Ok(self)
+    }
+
+    /// The limits, in the sandbox's units.
+    pub fn build(&self) -> Limits {
+        // `DEFAULTS` sets every key, so no value below falls back to zero.
+        let limits = self.set.or(&wire::Limits::DEFAULTS);
+        let number = |value: Option<u64>| value.unwrap_or_default();
+        Limits {
+            timeout: Duration::from_millis(number(limits.timeout_ms)),
+            memory_bytes: to_usize(number(limits.memory_mb)).saturating_mul(1 << 20),
+            stack_bytes: to_usize(number(limits.stack_kb)).saturating_mul(1 << 10),
+            max_tool_calls: to_u32(number(limits.max_tool_calls)),
+            max_in_flight: to_u32(number(limits.max_in_flight)),
+            call_timeout: Duration::from_millis(number(limits.call_timeout_ms)),
+            max_output_bytes: to_usize(number(limits.max_output_bytes)),
+            isolation: match limits.isolation {
+                Some(wire::Isolation::Thread) => Isolation::Thread,
+                Some(wire::Isolation::Process) | None => Isolation::Process,
+            },
+        }
+    }
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+fn to_u32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Merges policies' `limits` answers, each with its policy's name (see [`LimitsBuilder`]).
+pub fn merge_limits(answers: &[(String, Value)]) -> Result<Limits, String> {
+    answers
+        .iter()
+        .try_fold(LimitsBuilder::new(), |builder, (name, answer)| {
+            builder.answer(name, answer)
+        })
+        .map(|builder| builder.build())
+}
+
+/// The limits for one execution: every policy asked, then their answers merged.
+pub async fn limits(
+    policies: &[PolicyPlugin],
+    context: &wire::LimitsContext,
+) -> Result<Limits, String> {
+    let context = serde_json::to_value(context)
+        .map_err(|e| format!("cannot encode the limits context: {e}"))?;
+    let mut answers = Vec::with_capacity(policies.len());
+    for policy in policies {
+        let answer = ask(policy, &context, PolicyPlugin::limits).await?;
+        answers.push((policy.info().name.clone(), answer));
+    }
+    merge_limits(&answers)
+}
+
+/// Asks every policy about one call, in order; the first that does not allow it decides.
+/// `Ok` carries the call's timeout when a policy set one: never past `time_left`, the
+/// shortest when several did.
+pub async fn check_call(
+    policies: &[PolicyPlugin],
+    call: &wire::Call<'_>,
+    time_left: Duration,
+) -> Result<Option<Duration>, String> {
+    let request = serde_json::to_value(call).map_err(|e| format!("cannot encode the call: {e}"))?;
+    let mut granted: Option<Duration> = None;
+    for policy in policies {
+        let answer = ask(policy, &request, PolicyPlugin::check_call).await?;
+        let reason = match Verdict::from_value(&answer) {
+            Verdict::Allow { timeout_ms } => {
+                if let Some(ms) = timeout_ms {
+                    // A policy may set a tool's timeout, longer or shorter than the default, but
+                    // never past the time the execution has left; several policies: the shortest.
+                    let this = Duration::from_millis(ms).min(time_left);
+                    granted = Some(granted.map_or(this, |before| before.min(this)));
+                }
+                continue;
+            }
+            Verdict::Deny { reason } => reason.unwrap_or_else(|| "no reason given".to_owned()),
+            Verdict::Ask { question, reason } => reason.unwrap_or_else(|| {
+                format!("it asks a person to approve ({question}), which Runbyte cannot do yet")
+            }),
+        };
+        return Err(format!(
+            "{}/{} was denied by policy `{}`: {reason}",
+            call.server,
+            call.tool,
+            policy.info().name
+        ));
+    }
+    Ok(granted)
+}
+
+/// One call into a policy. In-process policies answer at once; an isolated one waits on its
+/// child process, so that call goes to a blocking thread rather than holding up the runtime
+/// (and only then is `argument` copied, to move it there).
+async fn ask(
+    policy: &PolicyPlugin,
+    argument: &Value,
+    call: fn(&PolicyPlugin, &Value) -> Result<Value, CallError>,
+) -> Result<Value, String> {
+    if !policy.is_isolated() {
+        return call(policy, argument).map_err(|e| e.to_string());
+    }
+    let (policy, name, argument) = (policy.clone(), policy.info().name.clone(), argument.clone());
+    tokio::task::spawn_blocking(move || call(&policy, &argument))
+        .await
+        .map_err(|e| format!("policy `{name}`: the call's thread failed: {e}"))?
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_default_limits_are_the_sandbox_defaults() {
+        assert_eq!(LimitsBuilder::new().build(), Limits::default());
+        assert_eq!(merge_limits(&[]).unwrap(), Limits::default());
+    }
+
+    #[test]
+    fn units_become_bytes_and_durations() {
+        let limits = LimitsBuilder::new()
+            .answer(
+                "a",
+                &json!({"memory-mb": 2, "stack-kb": 256, "call-timeout-ms": 1500,
+                        "max-output-bytes": 100, "max-in-flight": 3, "later": true}),
+            )
+            .unwrap()
+            .build();
+        assert_eq!(limits.memory_bytes, 2 << 20);
+        assert_eq!(limits.stack_bytes, 256 << 10);
+        assert_eq!(limits.call_timeout, Duration::from_millis(1500));
+        assert_eq!(limits.max_output_bytes, 100);
+        assert_eq!(limits.max_in_flight, 3);
+        let huge = LimitsBuilder::new()
+            .answer(
+                "a",
+                &json!({"max-tool-calls": u64::MAX, "memory-mb": u64::MAX}),
+            )
+            .unwrap()
+            .build();
+        assert_eq!(huge.max_tool_calls, u32::MAX);
+        assert_eq!(huge.memory_bytes, usize::MAX);
+    }
+
+    #[test]
+    fn an_answer_that_is_not_an_object_names_the_policy() {
+        let error = LimitsBuilder::new()
+            .answer("acme", &json!([1]))
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "policy `acme` answered `limits` with something other than an object"
+        );
+    }
+}
