@@ -27,7 +27,7 @@
 //! | bound | enforced by |
 //! |---|---|
 //! | source size, 1 MiB; nesting, 256 brackets; 1,024 operators or unbraced statement heads along one path | the scan in `transpile` before SWC runs |
-//! | transpiling's time and memory | after admission, within the deadline: in the worker process (process isolation, and thread isolation's sources over 16 KiB), whose address space is capped at start plus heap, stacks and 1 GiB (`RLIMIT_AS`); a worker lost while transpiling ends that execution as `Limit`. Thread isolation's small sources in the host, where the scan bounds the work |
+//! | transpiling's time and memory | a source of at most 16 KiB: in the host before admission, where the scan bounds the work, within the deadline. A larger one: after admission, within the deadline, in a worker process whose address space is capped at start plus heap, stacks and 1 GiB (`RLIMIT_AS`); a worker lost while transpiling ends that execution as `Limit` |
 //! | host memory per execution | backpressure: nothing more is read from the engine while `max_in_flight` calls are running or their arguments hold 64 MiB; one call's arguments are at most 16 MiB, one worker message 64 MiB |
 //! | names in a call | 1 KiB each, refused before any lookup; "did you mean" compares names of at most 256 characters whose lengths are close |
 //! | the worker channel | one JSON line per message, read cancel-safely (a partial line waits for its end) |
@@ -340,21 +340,32 @@ impl Sandbox {
                 "the execution was cancelled",
             ));
         }
+        // A small source is transpiled here, before admission, while other executions run: the
+        // scan bounds the work it can cause and the deadline bounds the wait (inside the
+        // workers' slots it cost a saturated gateway a third of its throughput). A large one
+        // is transpiled only after admission, in a worker process, where a runaway costs that
+        // worker.
+        let program = if source.len() <= IN_PROCESS_TRANSPILE_BYTES {
+            match transpile_here(source, &limits, &cancel).await {
+                Ok(program) => Program::Transpiled(program),
+                Err(ending) => return finish(ending, Gathered::default(), &limits),
+            }
+        } else {
+            Program::Source(source)
+        };
         let waited = std::time::Instant::now();
         let _permit = match self.pool.admit(&client, &cancel).await {
             Ok(permit) => permit,
             Err(error) => return failed(error),
         };
         let queued = waited.elapsed();
-        // Transpiling comes after admission and counts against the execution's time. A worker
-        // transpiles its own program; an engine thread's is transpiled here when it is small
-        // and in a worker process otherwise.
+        // A large source for an engine thread: transpiled in a worker now, counted against the
+        // execution's time (a worker running it transpiles it itself, likewise counted).
         let mut spent = Duration::ZERO;
-        let program = match limits.isolation {
-            Isolation::Process => Program::Source(source),
-            Isolation::Thread => {
+        let program = match (limits.isolation, program) {
+            (Isolation::Thread, Program::Source(source)) => {
                 let started = std::time::Instant::now();
-                match self.transpile_for_thread(source, &limits, &cancel).await {
+                match self.transpile_in_worker(source, &limits, &cancel).await {
                     Ok(program) => {
                         spent = started.elapsed();
                         Program::Transpiled(program)
@@ -366,6 +377,7 @@ impl Sandbox {
                     }
                 }
             }
+            (_, program) => program,
         };
         let job = Job {
             limits: &limits,
@@ -376,11 +388,14 @@ impl Sandbox {
             spent,
         };
         let mut gathered = Gathered::default();
-        let ending = match program {
-            Program::Source(_) => self.run_in_worker(program, &job, &mut gathered).await,
-            Program::Transpiled(program) => {
+        let ending = match (limits.isolation, program) {
+            (Isolation::Process, program) => self.run_in_worker(program, &job, &mut gathered).await,
+            (Isolation::Thread, Program::Transpiled(program)) => {
                 gathered.started = true;
                 run_in_thread(program, &job, &mut gathered).await
+            }
+            (Isolation::Thread, Program::Source(_)) => {
+                Ending::Lost("the program was not transpiled".to_owned())
             }
         };
         let mut outcome = finish(ending, gathered, &limits);
@@ -388,42 +403,16 @@ impl Sandbox {
         outcome
     }
 
-    /// The program of an engine thread: transpiled on a blocking thread of the host when the
-    /// source is at most [`IN_PROCESS_TRANSPILE_BYTES`] (the scan bounds the work such a source
-    /// can cause), else in a worker process, as in process isolation: whatever the source
-    /// makes SWC do costs that worker, never the host. Either way within the deadline.
-    async fn transpile_for_thread(
+    /// A large source for an engine thread, transpiled in a worker process, as in process
+    /// isolation: whatever the source makes SWC do costs that worker, never the host. Within the
+    /// deadline plus grace.
+    async fn transpile_in_worker(
         &self,
         source: String,
         limits: &Limits,
         cancel: &CancellationToken,
     ) -> Result<Transpiled, Ending> {
-        let refused = |error: ExecError| {
-            Ending::Done(Report {
-                result: Err(error),
-                calls: 0,
-                failed_calls: 0,
-                logs_dropped: 0,
-            })
-        };
         let deadline = tokio::time::Instant::now() + limits.timeout;
-        if source.len() <= IN_PROCESS_TRANSPILE_BYTES {
-            let work = tokio::task::spawn_blocking(move || {
-                transpile::transpile_as(&source, engine::AGENT_MODULE, true)
-            });
-            return tokio::select! {
-                done = work => match done {
-                    Ok(Ok(program)) => Ok(program),
-                    Ok(Err(error)) => Err(refused(error)),
-                    Err(error) => Err(refused(ExecError::new(
-                        ErrorKind::Syntax,
-                        format!("the transpiler failed: {error}"),
-                    ))),
-                },
-                _ = tokio::time::sleep_until(deadline) => Err(Ending::Stopped(ErrorKind::Timeout)),
-                _ = cancel.cancelled() => Err(Ending::Stopped(ErrorKind::Cancelled)),
-            };
-        }
         let mut worker = self
             .pool
             .checkout()
@@ -533,9 +522,44 @@ async fn run_in_thread(program: Transpiled, job: &Job<'_>, gathered: &mut Gather
     host::drive(&mut conn, None, job, gathered).await
 }
 
-/// The largest source that thread isolation transpiles in the host process: 16 KiB. Larger
-/// ones go to a worker process, where a runaway costs the worker.
+/// The largest source transpiled in the host process, before admission: 16 KiB. The scan
+/// bounds what such a source can make SWC do. Larger ones are transpiled after admission in a
+/// worker process, where a runaway costs the worker.
 pub const IN_PROCESS_TRANSPILE_BYTES: usize = 16 << 10;
+
+/// A source that could not be run, as the execution's ending.
+fn refused(error: ExecError) -> Ending {
+    Ending::Done(Report {
+        result: Err(error),
+        calls: 0,
+        failed_calls: 0,
+        logs_dropped: 0,
+    })
+}
+
+/// A small source, transpiled on a blocking thread of the host within the deadline.
+async fn transpile_here(
+    source: String,
+    limits: &Limits,
+    cancel: &CancellationToken,
+) -> Result<Transpiled, Ending> {
+    let deadline = tokio::time::Instant::now() + limits.timeout;
+    let work = tokio::task::spawn_blocking(move || {
+        transpile::transpile_as(&source, engine::AGENT_MODULE, true)
+    });
+    tokio::select! {
+        done = work => match done {
+            Ok(Ok(program)) => Ok(program),
+            Ok(Err(error)) => Err(refused(error)),
+            Err(error) => Err(refused(ExecError::new(
+                ErrorKind::Syntax,
+                format!("the transpiler failed: {error}"),
+            ))),
+        },
+        _ = tokio::time::sleep_until(deadline) => Err(Ending::Stopped(ErrorKind::Timeout)),
+        _ = cancel.cancelled() => Err(Ending::Stopped(ErrorKind::Cancelled)),
+    }
+}
 
 /// A worker lost before it started the program: transpiling it is what killed the worker.
 fn transpile_lost(message: String) -> Ending {

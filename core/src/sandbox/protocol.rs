@@ -20,9 +20,10 @@
 //! worker → host   {"t":"transpiled","id":4,"result":{"Ok":{…}}}
 //! ```
 //!
-//! The agent's source is transpiled in the worker, after admission and within the execution's
-//! deadline and the worker's memory limit, so that a source that makes SWC run away costs one
-//! worker, never the host. `started` tells the host that transpiling is over.
+//! A source over 16 KiB reaches the worker as source and is transpiled there, after admission
+//! and within the execution's deadline and the worker's memory limit, so that a source that
+//! makes SWC run away costs one worker, never the host; `started` tells the host that
+//! transpiling is over. A smaller one arrives transpiled (`{"transpiled":{…}}`).
 //!
 //! A reply carries the tool's result as JSON text, parsed by QuickJS itself, so that no depth
 //! limit of a JSON parser in between applies. The worker exits when its stdin closes.
