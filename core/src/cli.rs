@@ -327,6 +327,21 @@ fn plugins(config: &Config) -> ExitCode {
 async fn check(config: Config) -> ExitCode {
     let mut problems = 0usize;
     println!("config   {}  OK", config.source.display());
+    // An existing token file is checked as `serve` reads it (a missing one is created by serve).
+    if let Some(path) = config
+        .server
+        .auth_token_file
+        .as_deref()
+        .filter(|p| p.exists())
+    {
+        match server::options::token_from_file(path) {
+            Ok(_) => println!("token    {}  OK", path.display()),
+            Err(error) => {
+                println!("token    FAILED: {}", crate::redact::redact(&error));
+                problems += 1;
+            }
+        }
+    }
     let search = plugin::PluginSearch::from_config(&config);
     let mut seen: Vec<(PluginKind, String)> = Vec::new();
     for result in search.discover() {

@@ -82,3 +82,41 @@ fn the_audit_log_is_created_owner_only() {
     );
     assert_eq!(mode(&log), 0o600);
 }
+
+#[test]
+fn check_reports_a_token_file_others_may_read() {
+    let dir = TempDir::new("trust-token-check");
+    let token = dir.write("token", "0123456789abcdef0123456789abcdef\n");
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    dir.write(
+        "runbyte.toml",
+        &config_with(&format!(
+            "[server]\nauth-token-file = {:?}\n",
+            token.display().to_string()
+        )),
+    );
+    let checked = run(dir.path(), &["check"]);
+    assert_eq!(checked.code, Some(1), "{checked:?}");
+    assert!(
+        checked.stdout.contains("token    FAILED")
+            && checked
+                .stdout
+                .contains("is open to other users (mode 0644)"),
+        "{}",
+        checked.stdout
+    );
+    // The token itself is never printed.
+    assert!(
+        !checked.stdout.contains("0123456789abcdef"),
+        "{}",
+        checked.stdout
+    );
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let checked = run(dir.path(), &["check"]);
+    assert!(checked.stdout.contains("token    "), "{}", checked.stdout);
+    assert!(
+        !checked.stdout.contains("token    FAILED"),
+        "{}",
+        checked.stdout
+    );
+}
