@@ -1258,6 +1258,32 @@ mod bounds {
         }
     }
 
+    /// A flood of sources just under the in-host size, from many clients at once: transpiled a
+    /// few at a time before admission, each answered, none lost.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_flood_of_small_sources_is_answered_in_full() {
+        let h = Arc::new(Harness::new());
+        let filler: String = (0..700).map(|i| format!("const v{i} = {i};\n")).collect();
+        let program = format!("{filler}export default v699 + 1;");
+        assert!(program.len() <= runbyte_core::sandbox::IN_PROCESS_TRANSPILE_BYTES);
+        let mut flood = tokio::task::JoinSet::new();
+        for i in 0..120 {
+            let isolation = BOTH[i % 2];
+            let execution = Execution {
+                client: format!("c{i}"),
+                ..h.execution(&program, limits(isolation))
+            };
+            let h = h.clone();
+            flood.spawn(async move { h.sandbox.execute(execution).await });
+        }
+        let mut answered = 0;
+        while let Some(outcome) = flood.join_next().await {
+            assert_eq!(outcome.unwrap().result, Ok(json!(700)));
+            answered += 1;
+        }
+        assert_eq!(answered, 120);
+    }
+
     const MAX_SOURCE: usize = runbyte_core::sandbox::MAX_SOURCE_BYTES;
 
     /// Thread isolation transpiles a large source in a worker process: a big but ordinary

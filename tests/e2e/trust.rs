@@ -8,9 +8,9 @@ fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-#[test]
-fn serve_refuses_a_token_file_others_may_read() {
-    let dir = TempDir::new("trust-token");
+/// A folder whose `runbyte.toml` names a token file others may read (mode 0644).
+fn with_readable_token(label: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new(label);
     let token = dir.write("token", "0123456789abcdef0123456789abcdef\n");
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
     dir.write(
@@ -20,6 +20,12 @@ fn serve_refuses_a_token_file_others_may_read() {
             token.display().to_string()
         )),
     );
+    (dir, token)
+}
+
+#[test]
+fn serve_refuses_a_token_file_others_may_read() {
+    let (dir, token) = with_readable_token("trust-token");
     let bind = format!("127.0.0.1:{}", free_port());
     // Accepted, the token would have Runbyte serve until killed: give it ten seconds.
     let mut serve = std::process::Command::new(runbyte())
@@ -85,16 +91,7 @@ fn the_audit_log_is_created_owner_only() {
 
 #[test]
 fn check_reports_a_token_file_others_may_read() {
-    let dir = TempDir::new("trust-token-check");
-    let token = dir.write("token", "0123456789abcdef0123456789abcdef\n");
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
-    dir.write(
-        "runbyte.toml",
-        &config_with(&format!(
-            "[server]\nauth-token-file = {:?}\n",
-            token.display().to_string()
-        )),
-    );
+    let (dir, token) = with_readable_token("trust-token-check");
     let checked = run(dir.path(), &["check"]);
     assert_eq!(checked.code, Some(1), "{checked:?}");
     assert!(

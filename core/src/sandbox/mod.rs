@@ -27,7 +27,7 @@
 //! | bound | enforced by |
 //! |---|---|
 //! | source size, 1 MiB; nesting, 256 brackets; 1,024 operators or unbraced statement heads along one path | the scan in `transpile` before SWC runs |
-//! | transpiling's time and memory | a source of at most 16 KiB: in the host before admission, where the scan bounds the work, within the deadline. A larger one: after admission, within the deadline, in a worker process whose address space is capped at start plus heap, stacks and 1 GiB (`RLIMIT_AS`); a worker lost while transpiling ends that execution as `Limit` |
+//! | transpiling's time and memory | a source of at most 16 KiB: in the host before admission, where the scan bounds the work, within the deadline, at most twice `workers` at once. A larger one: after admission, within the deadline, in a worker process whose address space is capped at start plus heap, stacks and 1 GiB (`RLIMIT_AS`); a worker lost while transpiling ends that execution as `Limit` |
 //! | host memory per execution | backpressure: nothing more is read from the engine while `max_in_flight` calls are running or their arguments hold 64 MiB; one call's arguments are at most 16 MiB, one worker message 64 MiB |
 //! | names in a call | 1 KiB each, refused before any lookup; "did you mean" compares names of at most 256 characters whose lengths are close |
 //! | the worker channel | one JSON line per message, read cancel-safely (a partial line waits for its end) |
@@ -296,14 +296,19 @@ pub struct Execution {
 /// Runs agents' programs. Cheap to create; share one behind an `Arc`.
 pub struct Sandbox {
     pool: Arc<Pool>,
+    /// Small sources transpiled in the host at once, before admission: twice the workers. A
+    /// flood of executions waits here holding only its sources, not a blocking thread each.
+    transpiling: Arc<tokio::sync::Semaphore>,
 }
 
 impl Sandbox {
     /// A sandbox. Inside a tokio runtime its workers start in the background at once; otherwise
     /// on first use.
     pub fn new(options: SandboxOptions) -> Sandbox {
+        let transpiling = Arc::new(tokio::sync::Semaphore::new(options.workers.max(1) * 2));
         Sandbox {
             pool: Pool::new(options),
+            transpiling,
         }
     }
 
@@ -346,7 +351,7 @@ impl Sandbox {
         // is transpiled only after admission, in a worker process, where a runaway costs that
         // worker.
         let program = if source.len() <= IN_PROCESS_TRANSPILE_BYTES {
-            match transpile_here(source, &limits, &cancel).await {
+            match transpile_here(source, &limits, &cancel, &self.transpiling).await {
                 Ok(program) => Program::Transpiled(program),
                 Err(ending) => return finish(ending, Gathered::default(), &limits),
             }
@@ -542,9 +547,18 @@ async fn transpile_here(
     source: String,
     limits: &Limits,
     cancel: &CancellationToken,
+    transpiling: &Arc<tokio::sync::Semaphore>,
 ) -> Result<Transpiled, Ending> {
     let deadline = tokio::time::Instant::now() + limits.timeout;
+    let permit = tokio::select! {
+        permit = transpiling.clone().acquire_owned() => permit.map_err(|_| {
+            refused(ExecError::new(ErrorKind::Busy, "the sandbox is shutting down"))
+        })?,
+        _ = tokio::time::sleep_until(deadline) => return Err(Ending::Stopped(ErrorKind::Timeout)),
+        _ = cancel.cancelled() => return Err(Ending::Stopped(ErrorKind::Cancelled)),
+    };
     let work = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
         transpile::transpile_as(&source, engine::AGENT_MODULE, true)
     });
     tokio::select! {
