@@ -476,7 +476,7 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
         Err(error) => return fail(&error.to_string()),
     };
     runtime.start().await;
-    let result = match crate::execute::prepare(&runtime, "cli").await {
+    let result = match crate::execute::prepare(&runtime, "cli", None).await {
         Ok(prepared) => {
             // SIGINT or SIGTERM stops the program; the servers are then stopped below, as after
             // any run, rather than orphaned by a process killed mid-call.

@@ -14,8 +14,10 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock};
 use runbyte_plugin_api::wire::LimitsContext;
 
-pub use bridge::{HubBridge, map_result};
-pub use render::{extract_blocks, render};
+pub use bridge::HubBridge;
+#[cfg(test)]
+use bridge::map_result;
+pub use render::render;
 
 use crate::sandbox::Limits;
 
@@ -30,10 +32,15 @@ pub struct Prepared {
 }
 
 /// Sets up one execution of `session`: the policies' limits and a bridge.
-pub async fn prepare(runtime: &crate::gateway::Gateway, session: &str) -> Result<Prepared, String> {
+/// `listener` is the transport the session came through (`None` for `runbyte exec`).
+pub async fn prepare(
+    runtime: &crate::gateway::Gateway,
+    session: &str,
+    listener: Option<&str>,
+) -> Result<Prepared, String> {
     let context = LimitsContext {
         session: session.to_owned(),
-        listener: None,
+        listener: listener.map(str::to_owned),
     };
     let limits = crate::policy::limits(&runtime.policies, &context)
         .await

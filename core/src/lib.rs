@@ -7,23 +7,23 @@
 //! stdout is the protocol channel in stdio mode: only the CLI's output paths may print to it.
 #![deny(clippy::print_stdout)]
 
-pub mod audit;
+mod audit;
 // The CLI's commands print their answers.
 #[allow(clippy::print_stdout)]
 pub mod cli;
-pub mod codegen;
+mod codegen;
 pub mod config;
-pub mod demo;
-pub mod exe;
-pub mod execute;
+mod demo;
+mod exe;
+mod execute;
 pub mod gateway;
 pub mod hub;
-pub mod logging;
+mod logging;
 pub mod plugin;
-pub mod policy;
-pub mod pump;
-pub mod redact;
+mod policy;
+mod pump;
+mod redact;
 pub mod sandbox;
-pub mod server;
-pub mod text;
-pub mod vfs;
+mod server;
+mod text;
+mod vfs;

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::{
     plugin::{CallError, PolicyPlugin},
-    sandbox::{Isolation, Limits},
+    sandbox::Limits,
 };
 
 /// Builds the limits of one execution, as wasmtime's `StoreLimitsBuilder` builds a store's:
@@ -50,31 +50,9 @@ impl LimitsBuilder {
 
     /// The limits, in the sandbox's units.
     pub fn build(&self) -> Limits {
-        // `DEFAULTS` sets every key, so no value below falls back to zero.
-        let limits = self.set.or(&wire::Limits::DEFAULTS);
-        let number = |value: Option<u64>| value.unwrap_or_default();
-        Limits {
-            timeout: Duration::from_millis(number(limits.timeout_ms)),
-            memory_bytes: to_usize(number(limits.memory_mb)).saturating_mul(1 << 20),
-            stack_bytes: to_usize(number(limits.stack_kb)).saturating_mul(1 << 10),
-            max_tool_calls: to_u32(number(limits.max_tool_calls)),
-            max_in_flight: to_u32(number(limits.max_in_flight)),
-            call_timeout: Duration::from_millis(number(limits.call_timeout_ms)),
-            max_output_bytes: to_usize(number(limits.max_output_bytes)),
-            isolation: match limits.isolation {
-                Some(wire::Isolation::Thread) => Isolation::Thread,
-                Some(wire::Isolation::Process) | None => Isolation::Process,
-            },
-        }
+        // `DEFAULTS` sets every key, so no value falls back to zero.
+        Limits::from(&self.set.or(&wire::Limits::DEFAULTS))
     }
-}
-
-fn to_usize(n: u64) -> usize {
-    usize::try_from(n).unwrap_or(usize::MAX)
-}
-
-fn to_u32(n: u64) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Merges policies' `limits` answers, each with its policy's name (see [`LimitsBuilder`]).

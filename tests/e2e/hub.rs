@@ -535,3 +535,106 @@ async fn a_servers_message_cap_fails_the_call_it_answers_naming_the_limit() {
     assert!(started.elapsed() < Duration::from_secs(10));
     client.cancel().await.unwrap();
 }
+
+/// Our children whose command line holds `marker`.
+fn children_with(marker: &str) -> Vec<u32> {
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let parent = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            parent == Some(me.as_str()) && String::from_utf8_lossy(&cmdline).contains(marker)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_still_connecting_holds_up_neither_readers_nor_calls_nor_shutdown() {
+    let dir = TempDir::new("hub-connecting");
+    let runtime = Gateway::hub_only(parse_config(
+        dir.path(),
+        &config_of(&[
+            test_server_table("good", &[], ""),
+            test_server_table(
+                "hangs",
+                &["--mode", "hang-on-initialize"],
+                "init-timeout-ms = 60000",
+            ),
+        ]),
+    ));
+    let hub = runtime.hub.clone();
+    let starting = tokio::spawn({
+        let hub = hub.clone();
+        async move { hub.start().await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let hanging = loop {
+        if let Some(&pid) = children_with("hang-on-initialize").first() {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the hanging server never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let started = Instant::now();
+    assert_eq!(hub.server("hangs").await.unwrap().status, Status::Starting);
+    let echoed = hub
+        .call(
+            "good",
+            "echo",
+            json!({"message": "hi"}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&echoed), "hi");
+    // A call to the hanging server waits for its connection, and gives up when the Hub stops.
+    let waiting = tokio::spawn({
+        let hub = hub.clone();
+        async move {
+            hub.call(
+                "hangs",
+                "echo",
+                json!({"message": "x"}),
+                CallOptions::default(),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    hub.shutdown().await;
+    let error = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiting call outlived shutdown")
+        .unwrap()
+        .unwrap_err();
+    assert!(error.to_string().contains("shutting down"), "{error}");
+    tokio::time::timeout(Duration::from_secs(5), starting)
+        .await
+        .expect("start outlived shutdown")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while is_running(hanging) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !is_running(hanging),
+        "the server still connecting outlived shutdown"
+    );
+}

@@ -17,6 +17,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::ServerConfig,
@@ -161,6 +162,9 @@ impl Connection {
     }
 }
 
+/// Why a connection that was being opened when the gateway stopped was not kept.
+pub(super) const STOPPED: &str = "Runbyte is shutting down";
+
 /// What the transport plugin is told to connect to: the server's table, plus its name.
 fn target(name: &str, config: &ServerConfig, fallback: bool) -> serde_json::Value {
     json!({
@@ -184,6 +188,7 @@ pub(super) async fn connect(
     fallback: bool,
     init_timeout: Duration,
     changes: mpsc::UnboundedSender<String>,
+    stop: &CancellationToken,
 ) -> Result<Connection, String> {
     let target = target(name, config, fallback);
     let pump = tokio::task::spawn_blocking(move || transport.connect(&target))
@@ -197,7 +202,13 @@ pub(super) async fn connect(
         server: name.to_owned(),
         changes,
     };
-    let started = tokio::time::timeout(init_timeout, client.serve(transport)).await;
+    let started = tokio::select! {
+        started = tokio::time::timeout(init_timeout, client.serve(transport)) => started,
+        () = stop.cancelled() => {
+            close_pump(&pump).await;
+            return Err(STOPPED.to_owned());
+        }
+    };
     let closed_why =
         |reason: &CloseReason| reason.get().map(|r| format!(": {r}")).unwrap_or_default();
     let service = match started {
@@ -226,7 +237,14 @@ pub(super) async fn connect(
         reason,
         pump,
     };
-    match tokio::time::timeout(init_timeout, connection.relist()).await {
+    let listed = tokio::select! {
+        listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,
+        () = stop.cancelled() => {
+            connection.close().await;
+            return Err(STOPPED.to_owned());
+        }
+    };
+    match listed {
         Ok(Ok(_)) => Ok(connection),
         Ok(Err(error)) => {
             connection.close().await;

@@ -5,8 +5,9 @@
 //! backoff, and a server that dies is started again on its next call. Calls are validated against
 //! the tool's `inputSchema`, bounded by a timeout, and cancelled downstream when abandoned.
 //!
-//! A server's status and tools sit in its slot, apart from the connection: reading them never
-//! waits for a server that is still connecting. `notifications/tools/list_changed` re-lists
+//! Everything about a server that changes sits in one state under one lock, never held across
+//! I/O: a connection is opened outside it, once for every caller waiting, so reading a server's
+//! status and tools never waits for a server that is still connecting. `notifications/tools/list_changed` re-lists
 //! that server alone, bounded by its init timeout, and a storm of them is coalesced: at most
 //! one re-list runs and one waits per server.
 
@@ -26,6 +27,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
 
 pub use client::{Connection, Listed};
 pub use transports::Transports;
@@ -110,33 +112,43 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
 }
 
-/// What changes together about a server: where it stands and what it lists.
+/// A connection, opened once for everyone who asks while it is being opened. Opening runs
+/// outside every lock: the slot's state stays readable while a server takes its time.
+type Link = Arc<tokio::sync::OnceCell<Arc<Connection>>>;
+
+/// Everything about a server that changes, under one lock that is never held across I/O.
 struct SlotState {
     status: Status,
     listed: Listed,
-}
-
-/// Re-listing after `list_changed`: whether one runs, and whether another is due after it.
-#[derive(Default)]
-struct Relist {
-    running: bool,
-    pending: bool,
+    /// The shared connection (open, being opened, or not yet asked for).
+    link: Link,
+    /// Connections of `share = "session"` servers, by client session.
+    sessions: HashMap<String, Link>,
+    backoff: Duration,
+    retrying: bool,
+    /// Re-listing after `list_changed`: whether one runs, and whether another is due after it.
+    relist_running: bool,
+    relist_pending: bool,
+    /// Tools whose arguments were sent unvalidated (too costly to check), warned about once.
+    unjudged: std::collections::HashSet<String>,
 }
 
 struct Slot {
     name: String,
     config: ServerConfig,
     state: Mutex<SlotState>,
-    relist: Mutex<Relist>,
-    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
-    sessions: tokio::sync::Mutex<HashMap<String, Arc<Connection>>>,
-    backoff: Mutex<Duration>,
-    retrying: Mutex<bool>,
-    /// Tools whose arguments were sent unvalidated (too costly to check), warned about once.
-    unjudged: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Slot {
+    /// Runs `f` on the state. A panic while it was held leaves the state as it was written.
+    fn with<T>(&self, f: impl FnOnce(&mut SlotState) -> T) -> T {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut state)
+    }
+
     fn set_status(&self, status: Status) {
         // Why a server is down is shown in its folder, to programs and by the CLI: a connector's
         // error may quote the server's URL with its userinfo or query secrets.
@@ -147,41 +159,39 @@ impl Slot {
             },
             other => other,
         };
-        if let Ok(mut state) = self.state.lock() {
+        self.with(|state| {
             if status != Status::Ready {
                 state.listed = Listed::default();
             }
             state.status = status;
-        }
+        });
     }
 
     fn status(&self) -> Status {
-        self.state
-            .lock()
-            .map(|state| state.status.clone())
-            .unwrap_or(Status::Starting)
+        self.with(|state| state.status.clone())
     }
 
     /// Ready, with these tools.
     fn set_listed(&self, listed: Listed) {
-        if let Ok(mut state) = self.state.lock() {
+        self.with(|state| {
             state.status = Status::Ready;
             state.listed = listed;
-        }
+        });
     }
 
     fn view(&self) -> ServerView {
-        let (status, listed) = self
-            .state
-            .lock()
-            .map(|state| (state.status.clone(), state.listed.clone()))
-            .unwrap_or((Status::Starting, Listed::default()));
+        let (status, listed) = self.with(|state| (state.status.clone(), state.listed.clone()));
         ServerView {
             name: self.name.clone(),
             status,
             tools: listed.tools,
             warnings: listed.warnings,
         }
+    }
+
+    /// The shared connection if one is open.
+    fn connection(&self) -> Option<Arc<Connection>> {
+        self.with(|state| state.link.get().cloned())
     }
 
     fn init_timeout(&self) -> Duration {
@@ -197,6 +207,8 @@ struct Inner {
     servers: BTreeMap<String, Arc<Slot>>,
     events: broadcast::Sender<HubEvent>,
     changes: mpsc::UnboundedSender<String>,
+    /// Cancelled by [`Hub::shutdown`]: connections being opened give up and close.
+    stopping: CancellationToken,
 }
 
 /// The Hub. Cheap to clone.
@@ -231,13 +243,14 @@ impl Hub {
                     state: Mutex::new(SlotState {
                         status: Status::Starting,
                         listed: Listed::default(),
+                        link: Link::default(),
+                        sessions: HashMap::new(),
+                        backoff: FIRST_RETRY,
+                        retrying: false,
+                        relist_running: false,
+                        relist_pending: false,
+                        unjudged: Default::default(),
                     }),
-                    relist: Mutex::default(),
-                    connection: tokio::sync::Mutex::new(None),
-                    sessions: tokio::sync::Mutex::new(HashMap::new()),
-                    backoff: Mutex::new(FIRST_RETRY),
-                    retrying: Mutex::new(false),
-                    unjudged: Mutex::default(),
                 };
                 (name.clone(), Arc::new(slot))
             })
@@ -250,6 +263,7 @@ impl Hub {
                 servers,
                 events,
                 changes,
+                stopping: CancellationToken::new(),
             }),
         };
         let weak = Arc::downgrade(&hub.inner);
@@ -311,34 +325,43 @@ impl Hub {
     }
 
     /// The live shared connection to a server, connecting (once, for all callers waiting) when
-    /// there is none or the last one died.
+    /// there is none or the last one died. No lock is held while it connects.
     async fn ensure_connected(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, String> {
-        let mut current = slot.connection.lock().await;
-        if let Some(connection) = current.as_ref() {
-            if connection.is_alive() {
-                return Ok(connection.clone());
-            }
-            let why = connection
-                .close_reason()
-                .unwrap_or_else(|| "closed the connection".to_owned());
-            tracing::warn!(server = %slot.name, "server {why}; starting it again");
-            connection.close().await;
-            *current = None;
-            if let Ok(mut state) = slot.state.lock() {
+        let link = slot.with(|state| state.link.clone());
+        let connection = link.get_or_try_init(|| self.connect(slot)).await?.clone();
+        if connection.is_alive() {
+            return Ok(connection);
+        }
+        let why = connection
+            .close_reason()
+            .unwrap_or_else(|| "closed the connection".to_owned());
+        // Whoever finds the dead connection first replaces it; the others then share the new one.
+        let replaced = slot.with(|state| {
+            let current = Arc::ptr_eq(&state.link, &link);
+            if current {
+                state.link = Link::default();
                 state.listed = Listed::default();
             }
+            current
+        });
+        if replaced {
+            tracing::warn!(server = %slot.name, "server {why}; starting it again");
+            connection.close().await;
             let _ = self.inner.events.send(HubEvent::ToolsChanged {
                 server: slot.name.clone(),
             });
         }
+        let link = slot.with(|state| state.link.clone());
+        Ok(link.get_or_try_init(|| self.connect(slot)).await?.clone())
+    }
+
+    /// Opens a server's shared connection and records what came of it.
+    async fn connect(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, String> {
         match self.open(slot).await {
             Ok(connection) => {
                 let connection = Arc::new(connection);
-                *current = Some(connection.clone());
                 slot.set_listed(connection.listed());
-                if let Ok(mut backoff) = slot.backoff.lock() {
-                    *backoff = FIRST_RETRY;
-                }
+                slot.with(|state| state.backoff = FIRST_RETRY);
                 tracing::info!(server = %slot.name, tools = connection.tools().len(), "connected");
                 let _ = self.inner.events.send(HubEvent::ToolsChanged {
                     server: slot.name.clone(),
@@ -355,7 +378,6 @@ impl Hub {
                     error: error.clone(),
                     attempts,
                 });
-                drop(current);
                 self.schedule_retry(slot.clone());
                 Err(error)
             }
@@ -369,42 +391,40 @@ impl Hub {
             .transports
             .get(transport_name)
             .map_err(|e| e.to_string())?;
-        client::connect(
+        let connection = client::connect(
             &slot.name,
             &slot.config,
             transport,
             fallback,
             slot.init_timeout(),
             self.inner.changes.clone(),
+            &self.inner.stopping,
         )
-        .await
+        .await?;
+        // Opened just as the gateway stopped: nobody will close it later.
+        if self.inner.stopping.is_cancelled() {
+            connection.close().await;
+            return Err(client::STOPPED.to_owned());
+        }
+        Ok(connection)
     }
 
     /// Retries a failed server in the background, doubling the wait each time up to a minute.
     fn schedule_retry(&self, slot: Arc<Slot>) {
-        {
-            let Ok(mut retrying) = slot.retrying.lock() else {
-                return;
-            };
-            if *retrying {
-                return;
+        let wait = slot.with(|state| {
+            if state.retrying {
+                return None;
             }
-            *retrying = true;
-        }
+            state.retrying = true;
+            let wait = state.backoff;
+            state.backoff = (state.backoff * 2).min(MAX_RETRY);
+            Some(wait)
+        });
+        let Some(wait) = wait else { return };
         let weak = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
-            let wait = {
-                let Ok(mut backoff) = slot.backoff.lock() else {
-                    return;
-                };
-                let wait = *backoff;
-                *backoff = (*backoff * 2).min(MAX_RETRY);
-                wait
-            };
             tokio::time::sleep(wait).await;
-            if let Ok(mut retrying) = slot.retrying.lock() {
-                *retrying = false;
-            }
+            slot.with(|state| state.retrying = false);
             let Some(inner) = weak.upgrade() else { return };
             if matches!(slot.status(), Status::Failed { .. }) {
                 let _ = Hub { inner }.ensure_connected(&slot).await;
@@ -418,30 +438,32 @@ impl Hub {
         let Some(slot) = self.inner.servers.get(server) else {
             return;
         };
-        {
-            let Ok(mut relist) = slot.relist.lock() else {
-                return;
-            };
-            if relist.running {
-                relist.pending = true;
-                return;
+        let start = slot.with(|state| {
+            if state.relist_running {
+                state.relist_pending = true;
+                return false;
             }
-            relist.running = true;
+            state.relist_running = true;
+            true
+        });
+        if !start {
+            return;
         }
         let (weak, slot) = (Arc::downgrade(&self.inner), slot.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(RELIST_SETTLE).await;
-                if let Ok(mut relist) = slot.relist.lock() {
-                    relist.pending = false;
-                }
-                let Some(inner) = weak.upgrade() else { return };
-                Hub { inner }.relist(&slot).await;
-                let Ok(mut relist) = slot.relist.lock() else {
+                slot.with(|state| state.relist_pending = false);
+                let Some(inner) = weak.upgrade() else {
+                    slot.with(|state| state.relist_running = false);
                     return;
                 };
-                if !relist.pending {
-                    relist.running = false;
+                Hub { inner }.relist(&slot).await;
+                let again = slot.with(|state| {
+                    state.relist_running = state.relist_pending;
+                    state.relist_pending
+                });
+                if !again {
                     return;
                 }
             }
@@ -451,8 +473,9 @@ impl Hub {
     /// Re-lists a server's tools, within its init timeout, and tells subscribers.
     async fn relist(&self, slot: &Slot) {
         let server = slot.name.as_str();
-        let connection = slot.connection.lock().await.clone();
-        let Some(connection) = connection else { return };
+        let Some(connection) = slot.connection() else {
+            return;
+        };
         let timeout = slot.init_timeout();
         match tokio::time::timeout(timeout, connection.relist()).await {
             Ok(Ok(listed)) => {
@@ -484,25 +507,55 @@ impl Hub {
             (Share::Session, Some(session)) => session,
             _ => return self.ensure_connected(slot).await,
         };
-        let mut sessions = slot.sessions.lock().await;
-        if let Some(connection) = sessions.get(session)
-            && connection.is_alive()
-        {
-            return Ok(connection.clone());
+        for _ in 0..2 {
+            let link = slot.with(|state| {
+                state
+                    .sessions
+                    .entry(session.to_owned())
+                    .or_default()
+                    .clone()
+            });
+            let connection = link
+                .get_or_try_init(|| async { self.open(slot).await.map(Arc::new) })
+                .await
+                .inspect_err(|_| {
+                    // A failed open leaves nothing behind for the session.
+                    slot.with(|state| {
+                        if state
+                            .sessions
+                            .get(session)
+                            .is_some_and(|l| Arc::ptr_eq(l, &link))
+                        {
+                            state.sessions.remove(session);
+                        }
+                    });
+                })?
+                .clone();
+            if connection.is_alive() {
+                return Ok(connection);
+            }
+            let replaced = slot.with(|state| {
+                let current = state
+                    .sessions
+                    .get(session)
+                    .is_some_and(|l| Arc::ptr_eq(l, &link));
+                if current {
+                    state.sessions.remove(session);
+                }
+                current
+            });
+            if replaced {
+                connection.close().await;
+            }
         }
-        if let Some(dead) = sessions.remove(session) {
-            dead.close().await;
-        }
-        let connection = Arc::new(self.open(slot).await?);
-        sessions.insert(session.to_owned(), connection.clone());
-        Ok(connection)
+        Err("the server's connection for this session keeps closing".to_owned())
     }
 
     /// Closes the connections a client session opened to `share = "session"` servers.
     pub async fn end_session(&self, session: &str) {
         for slot in self.inner.servers.values() {
-            let connection = slot.sessions.lock().await.remove(session);
-            if let Some(connection) = connection {
+            let link = slot.with(|state| state.sessions.remove(session));
+            if let Some(connection) = link.as_ref().and_then(|link| link.get()) {
                 connection.close().await;
             }
         }
@@ -557,11 +610,7 @@ impl Hub {
                 });
             }
             validate::Verdict::Unjudged => {
-                if slot
-                    .unjudged
-                    .lock()
-                    .is_ok_and(|mut warned| warned.insert(tool.to_owned()))
-                {
+                if slot.with(|state| state.unjudged.insert(tool.to_owned())) {
                     tracing::warn!(
                         server,
                         tool,
@@ -646,12 +695,16 @@ impl Hub {
 
     /// Closes every connection.
     pub async fn shutdown(&self) {
+        self.inner.stopping.cancel();
         // Every connection at once: each close waits (bounded) until its process group is gone,
         // so one after another would add those waits up.
         let mut connections = Vec::new();
         for slot in self.inner.servers.values() {
-            connections.extend(slot.connection.lock().await.take());
-            connections.extend(slot.sessions.lock().await.drain().map(|(_, c)| c));
+            slot.with(|state| {
+                let link = std::mem::take(&mut state.link);
+                connections.extend(link.get().cloned());
+                connections.extend(state.sessions.drain().filter_map(|(_, l)| l.get().cloned()));
+            });
         }
         futures::future::join_all(connections.iter().map(|connection| connection.close())).await;
     }

@@ -45,6 +45,7 @@ mod tests;
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use futures::future::BoxFuture;
+use runbyte_plugin_api::wire;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -94,16 +95,31 @@ pub struct Limits {
 }
 
 impl Default for Limits {
+    /// The host's defaults, declared once in [`wire::Limits::DEFAULTS`].
     fn default() -> Self {
+        Limits::from(&wire::Limits::DEFAULTS)
+    }
+}
+
+impl From<&wire::Limits> for Limits {
+    /// The wire's limits in the sandbox's units; a key left unset reads as zero, so callers
+    /// fill them first (`limits.or(&wire::Limits::DEFAULTS)`).
+    fn from(limits: &wire::Limits) -> Self {
+        let number = |value: Option<u64>| value.unwrap_or_default();
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         Limits {
-            timeout: Duration::from_secs(30),
-            memory_bytes: 64 << 20,
-            stack_bytes: 1 << 20,
-            max_tool_calls: 1000,
-            max_in_flight: 16,
-            call_timeout: Duration::from_secs(30),
-            max_output_bytes: 64 << 10,
-            isolation: Isolation::Process,
+            timeout: Duration::from_millis(number(limits.timeout_ms)),
+            memory_bytes: size(number(limits.memory_mb)).saturating_mul(1 << 20),
+            stack_bytes: size(number(limits.stack_kb)).saturating_mul(1 << 10),
+            max_tool_calls: count(number(limits.max_tool_calls)),
+            max_in_flight: count(number(limits.max_in_flight)),
+            call_timeout: Duration::from_millis(number(limits.call_timeout_ms)),
+            max_output_bytes: size(number(limits.max_output_bytes)),
+            isolation: match limits.isolation {
+                Some(wire::Isolation::Thread) => Isolation::Thread,
+                Some(wire::Isolation::Process) | None => Isolation::Process,
+            },
         }
     }
 }

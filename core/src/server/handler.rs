@@ -73,6 +73,8 @@ fn tool_specs() -> Vec<Tool> {
 pub struct Session {
     gateway: Arc<Gateway>,
     session: String,
+    /// The transport whose listener the client came through (`stdio`, `http`).
+    listener: Arc<str>,
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
@@ -93,10 +95,11 @@ fn severity(level: LoggingLevel) -> u8 {
 
 impl Session {
     /// The server for one client session.
-    pub fn new(gateway: Arc<Gateway>, session: String) -> Self {
+    pub fn new(gateway: Arc<Gateway>, session: String, listener: Arc<str>) -> Self {
         Session {
             gateway,
             session,
+            listener,
             log_level: Arc::new(Mutex::new(None)),
         }
     }
@@ -113,16 +116,6 @@ impl Session {
         let mut params = LoggingMessageNotificationParam::new(level, Value::String(message));
         params.logger = Some("runbyte".to_owned());
         let _ = peer.notify_logging_message(params).await;
-    }
-
-    /// The gateway this session serves.
-    pub fn gateway(&self) -> &Arc<Gateway> {
-        &self.gateway
-    }
-
-    /// The session's id.
-    pub fn session(&self) -> &str {
-        &self.session
     }
 
     async fn list_directory(&self, args: &Value) -> Result<String, String> {
@@ -194,10 +187,11 @@ impl Session {
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
         };
         // No waiting for servers here: `execute::run` waits for those the program imports.
-        let prepared = match execute::prepare(&self.gateway, &self.session).await {
-            Ok(prepared) => prepared,
-            Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
-        };
+        let prepared =
+            match execute::prepare(&self.gateway, &self.session, Some(&self.listener)).await {
+                Ok(prepared) => prepared,
+                Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
+            };
         let progress = context.meta.get_progress_token().map(|token| {
             let (peer, bridge) = (context.peer.clone(), prepared.bridge.clone());
             tokio::spawn(async move {

@@ -60,7 +60,7 @@ pub async fn serve(gateway: Arc<Gateway>, options: ServeOptions) -> Result<(), S
         match accept(&listener).await {
             Ok(Some(accepted)) => {
                 let gateway = gateway.clone();
-                let task = serve_session(gateway, accepted);
+                let task = serve_session(gateway, accepted, options.listen.as_str().into());
                 if single_client {
                     task.await;
                     break;
@@ -114,7 +114,7 @@ async fn forward_hub_events(gateway: Arc<Gateway>, client: Session, peer: rmcp::
 }
 
 /// Runs the MCP server for one client session until it ends.
-async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted) {
+async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<str>) {
     let Accepted {
         pump,
         peer,
@@ -123,7 +123,7 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted) {
     tracing::info!(%peer, %session, "client session opened");
     let transport =
         PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
-    let client = Session::new(gateway.clone(), session.clone());
+    let client = Session::new(gateway.clone(), session.clone(), listener);
     match client.clone().serve(transport).await {
         Ok(running) => {
             let peer = running.peer().clone();

@@ -7,7 +7,8 @@ use std::{
     path::Path,
 };
 
-use serde_json::{Value, json};
+use runbyte_plugin_api::wire;
+use serde_json::Value;
 
 use crate::config::Config;
 
@@ -117,13 +118,14 @@ pub fn listener_options(
              set [server] auth-token-file (it is created, mode 0600, when missing)"
         ));
     }
-    Ok(json!({
-        "bind": bind,
-        "auth-token": token,
-        "allowed-hosts": config.server.allowed_hosts,
-        "allowed-origins": config.server.allowed_origins,
-        "max-body-bytes": config.server.max_body_bytes.unwrap_or(4 << 20),
-    }))
+    let options = wire::ListenerOptions {
+        bind: Some(bind),
+        auth_token: token,
+        allowed_hosts: config.server.allowed_hosts.clone(),
+        allowed_origins: config.server.allowed_origins.clone(),
+        max_body_bytes: Some(config.server.max_body_bytes.unwrap_or(4 << 20)),
+    };
+    serde_json::to_value(options).map_err(|e| format!("cannot write the listener options: {e}"))
 }
 
 #[cfg(test)]
