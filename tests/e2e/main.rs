@@ -6,6 +6,7 @@
 mod config;
 mod downstream;
 mod edges;
+mod eras;
 mod execute;
 mod hostile;
 mod hub;

@@ -1,7 +1,7 @@
 //! The MCP server logic every listener serves: Runbyte's own tools.
 
 // MCP logging (`logging/setLevel`, `notifications/message`) is deprecated from the 2026-07-28
-// revision (SEP-2577); the revisions Runbyte serves (up to 2025-11-25) have it.
+// revision (SEP-2577); legacy sessions (up to 2025-11-25) have it.
 #![allow(deprecated)]
 
 use std::sync::{Arc, Mutex};
@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
-        ErrorCode, Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-        PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
-        SetLevelRequestParams, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+        GetPromptRequestParams, GetPromptResponse, Implementation, ListToolsResult, LoggingLevel,
+        LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+        SetLevelRequestParams, SubscriptionFilter, Tool,
     },
-    service::RequestContext,
+    service::{RequestContext, SubscriptionContext},
 };
 use serde_json::{Value, json};
 
@@ -246,12 +247,15 @@ impl ServerHandler for Session {
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         // `listChanged`: the session forwards a downstream server's tool changes, so a client
-        // knows to look at /servers again.
+        // knows to look at /servers again. Resources and prompts: none of Runbyte's own yet, so
+        // their lists are empty (a client may still ask, in either era).
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                .enable_resources()
+                .enable_prompts()
                 .build(),
         );
         info.server_info = Implementation::new("runbyte", env!("CARGO_PKG_VERSION"));
@@ -259,16 +263,64 @@ impl ServerHandler for Session {
         info
     }
 
-    /// Runbyte speaks the initialize handshake (protocol revisions up to 2025-11-25); a client
-    /// that probes with `server/discover` gets "method not found" and falls back, as the spec
-    /// intends.
-    async fn discover(
+    /// Tool-list changes are what Runbyte has to tell: `subscriptions/listen` (2026-07-28)
+    /// delivers those, as the legacy revisions' unsolicited notifications do.
+    fn accepted_subscription_filter(
         &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|wanted| *wanted);
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut events = self.gateway.hub.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                event = events.recv() => match event {
+                    Ok(crate::hub::HubEvent::ToolsChanged { .. })
+                    | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if context.sink().notify_tool_list_changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    /// Runbyte serves no resources of its own: every URI is unknown (-32602 with the URI, as
+    /// 2026-07-28 asks; never an empty `contents`).
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
-    ) -> Result<DiscoverResult, ErrorData> {
+    ) -> Result<ReadResourceResponse, ErrorData> {
         Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            "server/discover",
+            ErrorCode::INVALID_PARAMS,
+            format!(
+                "Resource not found: Runbyte serves no resource `{}`",
+                request.uri
+            ),
+            Some(json!({"uri": request.uri})),
+        ))
+    }
+
+    /// Runbyte serves no prompts of its own.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode::INVALID_PARAMS,
+            format!(
+                "unknown prompt `{}`: Runbyte serves no prompts",
+                request.name
+            ),
             None,
         ))
     }
@@ -278,8 +330,16 @@ impl ServerHandler for Session {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // A 2026-07-28 client (no handshake) asks per request (`_meta` logLevel) instead.
+        if context.peer.peer_info().is_none() {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "Method not found: logging/setLevel is not part of MCP 2026-07-28",
+                None,
+            ));
+        }
         if let Ok(mut level) = self.log_level.lock() {
             *level = Some(request.level);
         }

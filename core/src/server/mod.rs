@@ -120,24 +120,37 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
         peer,
         session,
     } = accepted;
-    tracing::info!(%peer, %session, "client session opened");
+    tracing::debug!(%peer, %session, "client connection opened");
     let transport =
         PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
     let client = Session::new(gateway.clone(), session.clone(), listener);
     match client.clone().serve(transport).await {
         Ok(running) => {
-            let peer = running.peer().clone();
-            let forward = tokio::spawn(forward_hub_events(gateway.clone(), client, peer));
+            let legacy = running.peer().peer_info().is_some();
+            if legacy {
+                tracing::info!(%peer, %session, "client session opened");
+            }
+            let remote = running.peer().clone();
+            // A legacy session (it sent `initialize`) is told of changes unasked; a 2026-07-28
+            // client asks with `subscriptions/listen`, which the handler serves.
+            let forward =
+                legacy.then(|| tokio::spawn(forward_hub_events(gateway.clone(), client, remote)));
             let _ = running.waiting().await;
-            forward.abort();
+            if let Some(forward) = forward {
+                forward.abort();
+            }
+            if legacy {
+                tracing::info!(%peer, %session, "client session closed");
+            }
         }
         // A client that connects and leaves before `initialize` (a port probe, a health check)
-        // is not a problem worth a warning.
+        // is not a problem worth a warning; nor is a 2026-07-28 `server/discover` probe, whose
+        // connection ends with its answer.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
             tracing::debug!(%peer, %session, "client left before initializing");
         }
         Err(error) => tracing::warn!(%peer, %session, "client session failed to start: {error}"),
     }
     gateway.hub.end_session(&session).await;
-    tracing::info!(%peer, %session, "client session closed");
+    tracing::debug!(%peer, %session, "client connection closed");
 }

@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON that is not a JSON-RPC message (JSON-RPC "Invalid Request").
 pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC "Internal error".
+pub const INTERNAL_ERROR: i64 = -32603;
 /// A transport-level failure: an HTTP error, a refused or broken connection.
 pub const TRANSPORT_ERROR: i64 = -32000;
 /// The MCP session named by the request does not exist (any more).

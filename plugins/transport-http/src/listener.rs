@@ -1,4 +1,5 @@
-//! The streamable HTTP server (MCP revisions 2025-03-26, 2025-06-18 and 2025-11-25).
+//! The streamable HTTP server: MCP 2026-07-28 (stateless, see [`modern`]) and the session-based
+//! revisions 2025-03-26, 2025-06-18 and 2025-11-25, on one endpoint, chosen per request.
 //!
 //! One endpoint (`path`, `/mcp` by default):
 //! - `POST` carries client messages. A body of notifications and responses only is answered
@@ -30,11 +31,12 @@
 // Refusals are returned as the HTTP answer itself (`Err(Response)`), as in `server`.
 #![allow(clippy::result_large_err)]
 
+mod modern;
 mod session;
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex, mpsc},
+    sync::{Arc, Mutex, Weak, mpsc},
     time::{Duration, Instant},
 };
 
@@ -116,6 +118,16 @@ pub(crate) fn listen(
         address: prepared.address,
         _runtime: runtime,
     }))
+}
+
+/// Ends a request's own session when dropped: when its answer is sent, or when the client
+/// goes away first (then the host sees the session end and cancels the request).
+struct EndsSession(Arc<Session>);
+
+impl Drop for EndsSession {
+    fn drop(&mut self) {
+        self.0.end("the request is over");
+    }
 }
 
 struct HttpListener {
@@ -293,10 +305,24 @@ impl State {
                 Err(why) => return invalid(&format!("Invalid Request: {why}")),
             }
         }
+        let version = header_text(headers, VERSION_HEADER);
+        if messages
+            .iter()
+            .any(|message| modern::is_modern(message, version))
+        {
+            if batch {
+                return invalid("Invalid Request: MCP 2026-07-28 has no JSON-RPC batches");
+            }
+            let (Some(message), Some(kind)) = (messages.into_iter().next(), kinds.pop()) else {
+                return invalid("Invalid Request: an empty batch");
+            };
+            return self
+                .post_modern(headers, message, kind, wants_sse, peer)
+                .await;
+        }
         let initialize = kinds
             .iter()
             .any(|kind| matches!(kind, Kind::Request { method, .. } if method == "initialize"));
-        let version = header_text(headers, VERSION_HEADER);
         let (session, created) = if initialize {
             if batch {
                 return invalid("Invalid Request: initialize must not be part of a batch");
@@ -405,6 +431,87 @@ impl State {
             response.headers_mut().insert(SESSION_HEADER, value);
         }
         response
+    }
+
+    /// Answers one MCP 2026-07-28 request (see [`modern`]): checked, then served by the host as
+    /// a session of its own that ends with its answer, or with its stream for
+    /// `subscriptions/listen`.
+    async fn post_modern(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        message: Value,
+        kind: Kind,
+        wants_sse: bool,
+        peer: SocketAddr,
+    ) -> Response<Body> {
+        // 2026-07-28 has no client notifications or responses over HTTP (closing a stream is
+        // how a request is cancelled): accepted and dropped.
+        let Kind::Request { id, method } = kind else {
+            return server::empty(StatusCode::ACCEPTED);
+        };
+        if let Err(answer) = modern::check(headers, &message, &id, &method) {
+            return answer;
+        }
+        let key = match random_id() {
+            Ok(key) => key,
+            Err(error) => {
+                return modern::error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Some(&id),
+                    jsonrpc::INTERNAL_ERROR,
+                    &error,
+                );
+            }
+        };
+        // Not in the session table: nothing of it outlives the request.
+        let session = Arc::new(Session::new(format!("request-{key}"), Weak::new()));
+        let ender = EndsSession(session.clone());
+        let token = jsonrpc::progress_token(&message).map(jsonrpc::id_key);
+        // A stream when the answer may take a while and carry notifications before it.
+        let sse = wants_sse
+            && (method == "subscriptions/listen" || (method == "tools/call" && token.is_some()));
+        let stream = match session.open_request_stream(
+            vec![jsonrpc::id_key(&id)],
+            token.into_iter().collect(),
+            sse,
+            false,
+        ) {
+            Ok(stream) => stream,
+            Err(answer) => return answer,
+        };
+        session.to_host(message);
+        let accepted = Accepted {
+            pump: Box::new(SessionPump::new(&session)),
+            peer: peer.to_string(),
+            session: session.id.clone(),
+        };
+        let delivered = lock(&self.accept_tx)
+            .as_ref()
+            .is_some_and(|tx| tx.send(accepted).is_ok());
+        if !delivered {
+            return modern::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(&id),
+                jsonrpc::TRANSPORT_ERROR,
+                "the server is shutting down",
+            );
+        }
+        match stream {
+            // The stream ends after the answer (or when the client closes it); so does the
+            // request's session.
+            RequestStream::Sse(rx) => {
+                server::sse_response_with(rx, Some(Box::new(move || drop(ender))))
+            }
+            RequestStream::Json(rx) => match rx.await {
+                Ok(text) => server::json_text_response(modern::status_of(&text), text),
+                Err(_) => modern::error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Some(&id),
+                    jsonrpc::TRANSPORT_ERROR,
+                    "the server ended the request without answering",
+                ),
+            },
+        }
     }
 
     fn get(&self, headers: &HeaderMap) -> Response<Body> {
