@@ -4,10 +4,10 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
 use clap::{Parser, Subcommand};
 use runbyte_plugin_api::PluginKind;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{
-    config::{self, Config},
+    config::{self, Config, Protocol},
     gateway::Gateway,
     hub::{CallOptions, Status},
     plugin::{self, PluginInfo},
@@ -98,6 +98,21 @@ pub enum Command {
         /// The program's file, or `-`.
         file: PathBuf,
     },
+    /// Connect to an MCP server at a URL as Runbyte would (streamable HTTP, falling back to
+    /// SSE), list its tools, and call each one with arguments made from its schema (or the
+    /// calls given); questions the server asks are answered unattended (accepting the
+    /// defaults). Exit code 0 when every call succeeded.
+    Probe {
+        /// The server's URL.
+        url: String,
+        /// The MCP revision to speak: auto, 2026-07-28, or a handshake revision (2025-11-25...).
+        #[arg(long, default_value = "auto")]
+        protocol: String,
+        /// The calls to make instead of one per tool: a JSON array of {"name", "arguments"}
+        /// (or an object whose `toolCalls` is one).
+        #[arg(long)]
+        calls: Option<String>,
+    },
     /// Call one downstream tool and print its result.
     Call {
         /// The server's name.
@@ -146,6 +161,11 @@ pub fn main() -> ExitCode {
             Command::Plugins => plugins(&config),
             Command::Tools { server } => tools(config, server).await,
             Command::Call { server, tool, args } => call(config, &server, &tool, &args).await,
+            Command::Probe {
+                url,
+                protocol,
+                calls,
+            } => probe(config, &url, &protocol, calls.as_deref()).await,
             Command::Exec { file } => exec(config, &file).await,
             Command::Ls { path, descriptions } => {
                 vfs_command(config, |snapshot| {
@@ -396,7 +416,12 @@ async fn check(config: Config) -> ExitCode {
     for view in runtime.hub.servers().await {
         match view.status {
             Status::Ready => {
-                println!("server   {:<16} OK  {} tools", view.name, view.tools.len());
+                println!(
+                    "server   {:<16} OK  {} tools, MCP {}",
+                    view.name,
+                    view.tools.len(),
+                    view.protocol.as_deref().unwrap_or("?")
+                );
                 for warning in view.warnings.iter() {
                     println!("         {:<16} warning: {warning}", "");
                 }
@@ -438,7 +463,12 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
             continue;
         }
         match &view.status {
-            Status::Ready => println!("{} (ready, {} tools)", view.name, view.tools.len()),
+            Status::Ready => println!(
+                "{} (ready, {} tools, MCP {})",
+                view.name,
+                view.tools.len(),
+                view.protocol.as_deref().unwrap_or("?")
+            ),
             Status::Failed { error, .. } => {
                 code = ExitCode::FAILURE;
                 println!("{} (FAILED: {error})", view.name);
@@ -476,7 +506,7 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
         Err(error) => return fail(&error.to_string()),
     };
     runtime.start().await;
-    let result = match crate::execute::prepare(&runtime, "cli", None).await {
+    let result = match crate::execute::prepare(&runtime, "cli", None, None).await {
         Ok(prepared) => {
             // SIGINT or SIGTERM stops the program; the servers are then stopped below, as after
             // any run, rather than orphaned by a process killed mid-call.
@@ -529,6 +559,122 @@ async fn vfs_command(
             ExitCode::SUCCESS
         }
         Err(error) => fail(&error),
+    }
+}
+
+/// Arguments for a tool made from its input schema: each required property's default, first
+/// choice, or a plain value of its type.
+fn made_up_arguments(schema: &serde_json::Map<String, Value>) -> Value {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let required = schema.get("required").and_then(Value::as_array);
+    let mut arguments = serde_json::Map::new();
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        let property = properties
+            .and_then(|p| p.get(name))
+            .cloned()
+            .unwrap_or_default();
+        let value = property
+            .get("default")
+            .or_else(|| property.get("enum").and_then(|e| e.get(0)))
+            .cloned()
+            .unwrap_or_else(|| match property.get("type").and_then(Value::as_str) {
+                Some("boolean") => json!(true),
+                Some("integer" | "number") => json!(1),
+                Some("array") => json!([]),
+                Some("object") => json!({}),
+                _ => json!("x"),
+            });
+        arguments.insert(name.to_owned(), value);
+    }
+    Value::Object(arguments)
+}
+
+async fn probe(mut config: Config, url: &str, protocol: &str, calls: Option<&str>) -> ExitCode {
+    let protocol = match protocol {
+        "auto" => Protocol::Auto,
+        version if version >= "2026-07-28" => Protocol::Stateless,
+        _ => Protocol::Handshake,
+    };
+    let planned: Option<Vec<(String, Value)>> = match calls.map(serde_json::from_str::<Value>) {
+        None => None,
+        Some(Err(error)) => return fail(&format!("--calls is not valid JSON: {error}")),
+        Some(Ok(value)) => {
+            let list = value.get("toolCalls").cloned().unwrap_or(value);
+            let Some(items) = list.as_array() else {
+                return fail("--calls must be an array of {\"name\", \"arguments\"}");
+            };
+            Some(
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        let name = item.get("name")?.as_str()?.to_owned();
+                        Some((name, item.get("arguments").cloned().unwrap_or(json!({}))))
+                    })
+                    .collect(),
+            )
+        }
+    };
+    let server = crate::config::ServerConfig {
+        url: Some(url.to_owned()),
+        protocol,
+        ..Default::default()
+    };
+    config.servers = [("probe".to_owned(), server)].into_iter().collect();
+    let runtime: Arc<Gateway> = Gateway::hub_only(config);
+    runtime.hub.start().await;
+    let Some(view) = runtime.hub.server("probe").await else {
+        return fail("the server did not start");
+    };
+    if let Status::Failed { error, .. } = &view.status {
+        runtime.hub.shutdown().await;
+        return fail(&format!("{url}: {error}"));
+    }
+    println!(
+        "{url} (ready, {} tools, MCP {})",
+        view.tools.len(),
+        view.protocol.as_deref().unwrap_or("?")
+    );
+    for warning in view.warnings.iter() {
+        println!("  warning: {warning}");
+    }
+    let planned = planned.unwrap_or_else(|| {
+        view.tools
+            .iter()
+            .map(|tool| (tool.name.to_string(), made_up_arguments(&tool.input_schema)))
+            .collect()
+    });
+    let asker: Arc<dyn crate::relay::Asker> = Arc::new(crate::relay::Unattended);
+    let mut failed = 0;
+    for (tool, arguments) in planned {
+        let options = CallOptions {
+            asker: Some(asker.clone()),
+            ..CallOptions::default()
+        };
+        match runtime.hub.call("probe", &tool, arguments, options).await {
+            Ok(result) if result.is_error != Some(true) => {
+                println!(
+                    "  {tool}: ok {}",
+                    serde_json::to_string(&result).unwrap_or_default()
+                );
+            }
+            Ok(result) => {
+                failed += 1;
+                println!(
+                    "  {tool}: error {}",
+                    serde_json::to_string(&result).unwrap_or_default()
+                );
+            }
+            Err(error) => {
+                failed += 1;
+                println!("  {tool}: {error}");
+            }
+        }
+    }
+    runtime.hub.shutdown().await;
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

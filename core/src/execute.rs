@@ -33,10 +33,12 @@ pub struct Prepared {
 
 /// Sets up one execution of `session`: the policies' limits and a bridge.
 /// `listener` is the transport the session came through (`None` for `runbyte exec`).
+/// `asker` answers what a tool or a policy asks of the user (`None`: nobody can).
 pub async fn prepare(
     runtime: &crate::gateway::Gateway,
     session: &str,
     listener: Option<&str>,
+    asker: Option<Arc<dyn crate::relay::Asker>>,
 ) -> Result<Prepared, String> {
     let context = LimitsContext {
         session: session.to_owned(),
@@ -52,6 +54,7 @@ pub async fn prepare(
         session.to_owned(),
         id.clone(),
         runtime.audit.clone(),
+        asker,
     ));
     Ok(Prepared { id, limits, bridge })
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use rmcp::model::CallToolResult;
 use tokio::sync::watch;
 
 use crate::{
@@ -13,6 +14,7 @@ use crate::{
     exe::runbyte_exe,
     hub::{Hub, Transports},
     plugin::{self, PluginError, PluginSearch, PolicyPlugin},
+    relay::Paused,
     sandbox::{Sandbox, SandboxOptions},
     vfs::Vfs,
 };
@@ -47,9 +49,14 @@ pub struct Gateway {
     /// The audit log, when one is configured.
     pub audit: Option<AuditLog>,
     sandbox: std::sync::OnceLock<Arc<Sandbox>>,
+    paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
     ready: watch::Receiver<bool>,
     ready_tx: watch::Sender<bool>,
 }
+
+/// The longest a paused execution is kept for its client's answer; its own time limit ends it
+/// sooner.
+const PAUSED_KEEP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 impl Gateway {
     /// A gateway with only the Hub: for `runbyte tools` and `runbyte call`, which need no dialect
@@ -106,9 +113,19 @@ impl Gateway {
             policies,
             audit,
             sandbox: std::sync::OnceLock::new(),
+            paused: std::sync::OnceLock::new(),
             ready,
             ready_tx,
         })
+    }
+
+    /// The executions of 2026-07-28 clients that wait for the user's answer (see
+    /// [`crate::relay`]), made on first use.
+    pub fn paused(&self) -> Result<&Paused<CallToolResult>, String> {
+        self.paused
+            .get_or_init(|| Paused::new(PAUSED_KEEP))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The sandbox, its worker pool started on first use.

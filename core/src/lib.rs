@@ -23,6 +23,7 @@ pub mod plugin;
 mod policy;
 mod pump;
 mod redact;
+mod relay;
 pub mod sandbox;
 mod server;
 mod text;

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::{
     plugin::{CallError, PolicyPlugin},
+    relay::Asker,
     sandbox::Limits,
 };
 
@@ -83,10 +84,13 @@ pub async fn limits(
 /// Asks every policy about one call, in order; the first that does not allow it decides.
 /// `Ok` carries the call's timeout when a policy set one: never past `time_left`, the
 /// shortest when several did.
+/// An `ask` verdict puts its question to the user through `asker` (an approval form); the call
+/// goes on only when the user approves.
 pub async fn check_call(
     policies: &[PolicyPlugin],
     call: &wire::Call<'_>,
     time_left: Duration,
+    asker: Option<&dyn Asker>,
 ) -> Result<Option<Duration>, String> {
     let request = serde_json::to_value(call).map_err(|e| format!("cannot encode the call: {e}"))?;
     let mut granted: Option<Duration> = None;
@@ -103,9 +107,29 @@ pub async fn check_call(
                 continue;
             }
             Verdict::Deny { reason } => reason.unwrap_or_else(|| "no reason given".to_owned()),
-            Verdict::Ask { question, reason } => reason.unwrap_or_else(|| {
-                format!("it asks a person to approve ({question}), which Runbyte cannot do yet")
-            }),
+            Verdict::Ask { question, reason } => match asker {
+                None => reason.unwrap_or_else(|| {
+                    format!(
+                        "it needs a person's approval ({question}), and this execution has no \
+                         client to ask"
+                    )
+                }),
+                Some(asker) => {
+                    let asked = crate::relay::approval(
+                        &question,
+                        &call.server,
+                        &call.tool,
+                        &call.arguments,
+                    );
+                    match asker.ask(asked).await {
+                        Ok(answer) if crate::relay::approved(&answer) => continue,
+                        Ok(_) => format!("the user did not approve it ({question})"),
+                        Err(why) => {
+                            format!("it needs a person's approval ({question}), but {why}")
+                        }
+                    }
+                }
+            },
         };
         return Err(format!(
             "{}/{} was denied by policy `{}`: {reason}",

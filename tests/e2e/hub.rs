@@ -67,7 +67,7 @@ async fn broken_servers_fail_by_name_while_the_others_answer() {
         panic!("hangs is up")
     };
     assert!(
-        error.contains("did not answer `initialize` within 800 ms"),
+        error.contains("did not answer `server/discover` or `initialize` within 800 ms"),
         "{error}"
     );
     let Status::Failed { error, .. } = status("missing").await else {
@@ -253,23 +253,87 @@ async fn a_call_past_its_timeout_is_cancelled_downstream() {
 
 #[tokio::test]
 async fn list_changed_relists_and_tells_subscribers() {
-    let dir = TempDir::new("hub-changed");
-    let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
-    let before = runtime.hub.server("t").await.unwrap().tools.len();
-    let mut events = runtime.hub.subscribe();
-    runtime
-        .hub
-        .call("t", "change_tools", json!({}), CallOptions::default())
-        .await
-        .unwrap();
-    let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(event, HubEvent::ToolsChanged { server: "t".into() });
-    let after = runtime.hub.server("t").await.unwrap().tools;
-    assert_eq!(after.len(), before + 1);
-    assert!(after.iter().any(|t| t.name.starts_with("added_")));
+    // Unasked over a 2025-11-25 session; through `subscriptions/listen` over 2026-07-28.
+    for protocol in ["2025-11-25", "2026-07-28"] {
+        let dir = TempDir::new("hub-changed");
+        let runtime = start(
+            &dir,
+            &[test_server_table(
+                "t",
+                &[],
+                &format!("protocol = \"{protocol}\""),
+            )],
+        )
+        .await;
+        let view = runtime.hub.server("t").await.unwrap();
+        assert_eq!(view.protocol.as_deref(), Some(protocol));
+        let before = view.tools.len();
+        let mut events = runtime.hub.subscribe();
+        runtime
+            .hub
+            .call("t", "change_tools", json!({}), CallOptions::default())
+            .await
+            .unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{protocol}: no change event"))
+            .unwrap();
+        assert_eq!(event, HubEvent::ToolsChanged { server: "t".into() });
+        let after = runtime.hub.server("t").await.unwrap().tools;
+        assert_eq!(after.len(), before + 1, "{protocol}");
+        assert!(after.iter().any(|t| t.name.starts_with("added_")));
+        runtime.hub.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn each_server_is_spoken_to_in_the_revision_it_offers() {
+    let dir = TempDir::new("hub-protocol");
+    let legacy_only = ["--max-protocol-version", "2025-11-25"];
+    let runtime = start(
+        &dir,
+        &[
+            // `auto` (the default): 2026-07-28 when offered, else the handshake.
+            test_server_table("modern", &[], ""),
+            test_server_table("legacy", &legacy_only, ""),
+            // Pinned.
+            test_server_table("pinned-legacy", &[], "protocol = \"2025-11-25\""),
+            test_server_table("pinned-modern", &legacy_only, "protocol = \"2026-07-28\""),
+        ],
+    )
+    .await;
+    let view = |name: &str| {
+        let hub = runtime.hub.clone();
+        let name = name.to_owned();
+        async move { hub.server(&name).await.unwrap() }
+    };
+    for (name, protocol) in [
+        ("modern", "2026-07-28"),
+        ("legacy", "2025-11-25"),
+        ("pinned-legacy", "2025-11-25"),
+    ] {
+        let server = view(name).await;
+        assert_eq!(server.status, Status::Ready, "{name}");
+        assert_eq!(server.protocol.as_deref(), Some(protocol), "{name}");
+        let echoed = runtime
+            .hub
+            .call(
+                name,
+                "echo",
+                json!({"message": name}),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(text_of(&echoed), name);
+    }
+    let Status::Failed { error, .. } = view("pinned-modern").await.status else {
+        panic!("a server without 2026-07-28 connected with protocol = \"2026-07-28\"")
+    };
+    assert!(
+        error.contains("supports MCP") && error.contains("not 2026-07-28"),
+        "{error}"
+    );
     runtime.hub.shutdown().await;
 }
 
@@ -404,7 +468,7 @@ fn tools_and_call_commands_report_each_server() {
     assert!(
         listed
             .stdout
-            .contains("crashes (FAILED: initialize failed: the server exited with status 3"),
+            .contains("crashes (FAILED: `server/discover` or `initialize` failed: the server exited with status 3"),
         "{}",
         listed.stdout
     );

@@ -3,65 +3,12 @@
 
 use std::{
     io::{BufRead, BufReader},
-    process::{Child, Command, Stdio},
+    process::Command,
     time::Duration,
 };
 
-use runbyte_tests::{TempDir, config_with, free_port, repo_root, runbyte, test_dep};
+use runbyte_tests::{Served, TempDir, config_with, python_client, repo_root, runbyte, test_dep};
 use serde_json::Value;
-
-/// `runbyte serve --listen <listen>` on a free loopback port, killed when dropped.
-struct Served {
-    child: Child,
-    port: u16,
-    _dir: TempDir,
-}
-
-impl Served {
-    fn start(label: &str, listen: &str, extra: &str) -> Served {
-        let dir = TempDir::new(label);
-        dir.write("runbyte.toml", &config_with(extra));
-        let port = free_port();
-        let child = Command::new(runbyte())
-            .args([
-                "serve",
-                "--listen",
-                listen,
-                "--bind",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .current_dir(dir.path())
-            .env("RUNBYTE_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "runbyte did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Served {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs the official conformance suite's server scenarios of one protocol revision against the
 /// http listener, with that revision's baseline of fixture-only scenarios; each of `required`
@@ -141,23 +88,6 @@ fn the_conformance_suite_passes_for_2026_07_28_stateless_requests() {
             "http-header-validation",
         ],
     );
-}
-
-fn python_client(args: &[&str]) -> Option<Value> {
-    let python = test_dep("venv/bin/python")?;
-    let output = Command::new(python)
-        .arg(repo_root().join("tests/python/client.py"))
-        .args(args)
-        .env("RUNBYTE_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the Python client failed: {}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(serde_json::from_slice(&output.stdout).unwrap())
 }
 
 fn check_report(report: &Value) {

@@ -12,6 +12,7 @@ mod hostile;
 mod hub;
 mod listeners;
 mod plugins;
+mod relay;
 mod secrets;
 mod serve;
 mod sessions;

@@ -145,7 +145,10 @@ fn tcp_round_trip(isolate_in_b: bool) {
     let _ = server.wait();
     assert_eq!(tools.code, Some(0), "{tools:?}");
     assert!(
-        tools.stdout.contains("upstream (ready, 4 tools)") && tools.stdout.contains("execute_code"),
+        tools
+            .stdout
+            .contains("upstream (ready, 4 tools, MCP 2026-07-28)")
+            && tools.stdout.contains("execute_code"),
         "{}",
         tools.stdout
     );

@@ -31,7 +31,7 @@ async fn a_client_lists_reads_and_searches_the_servers() {
         "{root}"
     );
     assert!(
-        root.contains("broken/  (unavailable: initialize failed: the server exited with status 3"),
+        root.contains("broken/  (unavailable: `server/discover` or `initialize` failed: the server exited with status 3"),
         "{root}"
     );
 

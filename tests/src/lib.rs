@@ -337,3 +337,88 @@ pub fn live_group_members(pgid: u32) -> Vec<u32> {
     }
     members
 }
+
+/// `runbyte serve --listen <listen>` on a free loopback port, killed when dropped.
+pub struct Served {
+    child: std::process::Child,
+    /// The port it listens on.
+    pub port: u16,
+    _dir: TempDir,
+}
+
+impl Served {
+    /// Serves `config_with(extra)` (the demo server plus `extra`).
+    pub fn start(label: &str, listen: &str, extra: &str) -> Served {
+        Served::with_config(label, listen, &config_with(extra))
+    }
+
+    /// Serves this configuration text.
+    pub fn with_config(label: &str, listen: &str, config: &str) -> Served {
+        let dir = TempDir::new(label);
+        dir.write("runbyte.toml", config);
+        let port = free_port();
+        let child = Command::new(runbyte())
+            .args([
+                "serve",
+                "--listen",
+                listen,
+                "--bind",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .current_dir(dir.path())
+            .env("RUNBYTE_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "runbyte did not listen on {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Served {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A URL on it.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the Python SDK client (`tests/python/client.py`) with `args`; its JSON report. `None`
+/// when the Python peer is not installed (and that is allowed).
+pub fn python_client(args: &[&str]) -> Option<serde_json::Value> {
+    let python = test_dep("venv/bin/python")?;
+    let output = Command::new(python)
+        .arg(repo_root().join("tests/python/client.py"))
+        .args(args)
+        .env("RUNBYTE_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the Python client failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(serde_json::from_slice(&output.stdout).unwrap())
+}

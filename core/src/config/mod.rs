@@ -239,6 +239,22 @@ pub enum Share {
     Session,
 }
 
+/// Which MCP revision Runbyte speaks to a downstream server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum Protocol {
+    /// `auto`: ask with `server/discover` (2026-07-28) and fall back to `initialize` when the
+    /// server does not know it.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// `2026-07-28` only: `server/discover`, then stateless requests.
+    #[serde(rename = "2026-07-28")]
+    Stateless,
+    /// `2025-11-25` (and earlier): the `initialize` handshake only, never a probe.
+    #[serde(rename = "2025-11-25")]
+    Handshake,
+}
+
 /// `[servers.<name>]`: one downstream MCP server.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -264,6 +280,9 @@ pub struct ServerConfig {
     /// One connection for everyone (`global`, the default) or one per client session.
     #[serde(default)]
     pub share: Share,
+    /// The MCP revision to speak: `auto` (the default), `2026-07-28` or `2025-11-25`.
+    #[serde(default)]
+    pub protocol: Protocol,
     /// Leave the server out without deleting its table.
     #[serde(default)]
     pub disabled: bool,

@@ -1,7 +1,11 @@
 //! The sandbox's door to the Hub: each tool call counted, passed through every policy, sent,
 //! and its result turned into the value the program sees.
 
-use std::{borrow::Cow, collections::HashMap, sync::Mutex};
+use std::{
+    borrow::Cow,
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use futures::{FutureExt, future::BoxFuture};
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -11,6 +15,7 @@ use serde_json::Value;
 use crate::{
     hub::{CallOptions, Hub},
     plugin::PolicyPlugin,
+    relay::Asker,
     sandbox::{ToolBridge, ToolCall},
 };
 
@@ -60,6 +65,8 @@ pub struct HubBridge {
     execution: String,
     counts: Mutex<Counts>,
     audit: Option<crate::audit::AuditLog>,
+    /// Who answers what a tool or a policy asks of the user.
+    asker: Option<Arc<dyn Asker>>,
 }
 
 impl HubBridge {
@@ -70,6 +77,7 @@ impl HubBridge {
         session: String,
         execution: String,
         audit: Option<crate::audit::AuditLog>,
+        asker: Option<Arc<dyn Asker>>,
     ) -> Self {
         HubBridge {
             hub,
@@ -78,6 +86,7 @@ impl HubBridge {
             execution,
             counts: Mutex::default(),
             audit,
+            asker,
         }
     }
 
@@ -89,6 +98,7 @@ impl HubBridge {
     async fn call_tool(
         hub: Hub,
         policies: Vec<PolicyPlugin>,
+        asker: Option<Arc<dyn Asker>>,
         (session, execution): (&str, &str),
         position: Position,
         call: ToolCall,
@@ -117,11 +127,12 @@ impl HubBridge {
                     calls_to_tool: position.calls_to_tool,
                 },
             };
-            crate::policy::check_call(&policies, &asked, call.time_left).await?
+            crate::policy::check_call(&policies, &asked, call.time_left, asker.as_deref()).await?
         };
         let options = CallOptions {
             session: Some(session.to_owned()),
             timeout: Some(granted.unwrap_or(call.timeout)),
+            asker,
         };
         let result = hub
             .call(&call.server, &call.tool, call.arguments, options)
@@ -150,6 +161,7 @@ impl ToolBridge for HubBridge {
         );
         let audit = self.audit.clone();
         let execution = self.execution.clone();
+        let asker = self.asker.clone();
         async move {
             let started = std::time::Instant::now();
             let (server, tool) = (call.server.clone(), call.tool.clone());
@@ -158,6 +170,7 @@ impl ToolBridge for HubBridge {
             let result = Self::call_tool(
                 hub,
                 policies,
+                asker,
                 (session.as_str(), execution.as_str()),
                 position,
                 call,

@@ -7,22 +7,28 @@
 use std::{sync::Arc, time::Duration};
 
 use rmcp::{
-    ClientHandler, RoleClient, ServiceExt,
+    ClientHandler, RoleClient,
     model::{
-        ClientCapabilities, ClientConfig, ClientRequest, CustomResult, Implementation,
+        ClientCapabilities, ClientConfig, ClientRequest, CreateMessageRequest,
+        CreateMessageRequestParams, CreateMessageResult, CustomResult, ElicitRequest,
+        ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, Implementation, InputRequest,
         ListToolsRequest, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        ServerResult, Tool,
+        ProtocolVersion, ServerNotification, ServerResult, SubscriptionFilter, Tool,
     },
-    service::{NotificationContext, RunningService},
+    service::{
+        ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext,
+        RequestContext, RunningService,
+    },
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::ServerConfig,
+    config::{Protocol, ServerConfig},
     plugin::{Pump, TransportPlugin},
     pump::{CloseReason, OnGarbage, PumpTransport, TOO_DEEP},
+    relay::{Callers, Question},
 };
 
 /// The most pages one listing follows: a server whose cursors never end is cut off there.
@@ -44,14 +50,63 @@ pub struct Listed {
 pub(super) struct HubClient {
     server: String,
     changes: mpsc::UnboundedSender<String>,
+    /// The calls in flight, whose executions answer what the server asks during them.
+    callers: Callers,
+}
+
+impl HubClient {
+    /// Relays a question the server asked during a call, and reads the answer as `T`.
+    async fn relay<T: serde::de::DeserializeOwned>(
+        &self,
+        question: Question,
+    ) -> Result<T, ErrorData> {
+        let method = crate::relay::method_of(&question);
+        let answer = self.callers.ask(question).await.map_err(|why| {
+            tracing::warn!(server = %self.server, "cannot relay `{method}`: {why}");
+            ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None)
+        })?;
+        serde_json::from_value(answer).map_err(|error| {
+            ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("the client's answer to `{method}` is not what the spec says: {error}"),
+                None,
+            )
+        })
+    }
 }
 
 impl ClientHandler for HubClient {
+    /// Elicitation and sampling: what a server asks during a call is relayed to the client of
+    /// the execution that made it (see [`crate::relay`]).
     fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder()
+            .enable_elicitation()
+            .enable_sampling()
+            .build();
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("runbyte", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.relay(InputRequest::Elicitation(ElicitRequest::new(request)))
+            .await
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.relay(InputRequest::CreateMessage(CreateMessageRequest::new(
+            params,
+        )))
+        .await
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -80,9 +135,38 @@ pub struct Connection {
     pub(super) listed: std::sync::RwLock<Listed>,
     pub(super) reason: CloseReason,
     pump: Pump,
+    /// Cancelled by [`Connection::close`]: the connection's own tasks stop.
+    ended: CancellationToken,
+    /// Its calls in flight, for the questions the server asks during them.
+    pub(super) callers: Callers,
 }
 
 impl Connection {
+    /// Whether the connection speaks 2026-07-28 (it was opened with `server/discover`).
+    pub fn is_stateless(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize())
+    }
+
+    /// The MCP revision the connection speaks.
+    pub fn protocol(&self) -> Option<String> {
+        let info = self.service.peer().peer_info()?;
+        Some(info.protocol_version.to_string())
+    }
+
+    /// Whether the server said it sends `notifications/tools/list_changed`.
+    fn announces_tool_changes(&self) -> bool {
+        self.service.peer().peer_info().is_some_and(|info| {
+            info.capabilities
+                .tools
+                .as_ref()
+                .and_then(|tools| tools.list_changed)
+                == Some(true)
+        })
+    }
+
     /// Whether the server is still there.
     pub fn is_alive(&self) -> bool {
         !self.service.is_closed() && self.reason.get().is_none()
@@ -156,6 +240,7 @@ impl Connection {
     /// Ends the connection: the service stops and the transport closes the pump (a child process
     /// is stopped, an HTTP session deleted).
     pub async fn close(&self) {
+        self.ended.cancel();
         self.service.cancellation_token().cancel();
         let pump = self.pump.clone();
         let _ = tokio::task::spawn_blocking(move || pump.close()).await;
@@ -180,7 +265,9 @@ fn target(name: &str, config: &ServerConfig, fallback: bool) -> serde_json::Valu
     })
 }
 
-/// Opens a connection: the transport's pump, the MCP handshake, the first `tools/list`.
+/// Opens a connection: the transport's pump, the MCP handshake (or `server/discover`), the first
+/// `tools/list`, and for a 2026-07-28 server that announces tool-list changes a
+/// `subscriptions/listen` that passes them on.
 pub(super) async fn connect(
     name: &str,
     config: &ServerConfig,
@@ -190,77 +277,251 @@ pub(super) async fn connect(
     changes: mpsc::UnboundedSender<String>,
     stop: &CancellationToken,
 ) -> Result<Connection, String> {
-    let target = target(name, config, fallback);
-    let pump = tokio::task::spawn_blocking(move || transport.connect(&target))
-        .await
-        .map_err(|e| format!("the connect task failed: {e}"))?
-        .map_err(|e| e.to_string())?;
-    let transport =
-        PumpTransport::<RoleClient>::new(pump.clone(), name.to_owned(), OnGarbage::Recover);
-    let reason = transport.close_reason();
-    let client = HubClient {
-        server: name.to_owned(),
-        changes,
+    let opening = Opening {
+        name,
+        config,
+        fallback,
+        init_timeout,
+        changes: &changes,
+        stop,
     };
-    let started = tokio::select! {
-        started = tokio::time::timeout(init_timeout, client.serve(transport)) => started,
-        () = stop.cancelled() => {
-            close_pump(&pump).await;
-            return Err(STOPPED.to_owned());
+    match opening.open(transport.clone(), config.protocol).await {
+        // It answered `server/discover` but shares no revision with Runbyte's 2026-07-28: the
+        // handshake may still work (a fresh connection, since the first one is spent).
+        Err(Failed::NoCommonRevision(why)) if config.protocol == Protocol::Auto => {
+            tracing::info!(server = name, "{why}; trying `initialize`");
+            opening
+                .open(transport, Protocol::Handshake)
+                .await
+                .map_err(Failed::into_message)
         }
-    };
-    let closed_why =
-        |reason: &CloseReason| reason.get().map(|r| format!(": {r}")).unwrap_or_default();
-    let service = match started {
-        Ok(Ok(service)) => service,
-        Ok(Err(error)) => {
-            close_pump(&pump).await;
-            // Give the reader a moment to collect the exit status and stderr.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            return Err(match reason.get() {
-                Some(why) => format!("initialize failed: the server {why}"),
-                None => format!("initialize failed: {error}"),
-            });
-        }
-        Err(_) => {
-            close_pump(&pump).await;
-            return Err(format!(
-                "did not answer `initialize` within {} ms{}",
-                init_timeout.as_millis(),
-                closed_why(&reason)
-            ));
-        }
-    };
-    let connection = Connection {
-        service,
-        listed: Default::default(),
-        reason,
-        pump,
-    };
-    let listed = tokio::select! {
-        listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,
-        () = stop.cancelled() => {
-            connection.close().await;
-            return Err(STOPPED.to_owned());
-        }
-    };
-    match listed {
-        Ok(Ok(_)) => Ok(connection),
-        Ok(Err(error)) => {
-            connection.close().await;
-            Err(format!(
-                "tools/list failed: {error}{}",
-                closed_why(&connection.reason)
-            ))
-        }
-        Err(_) => {
-            connection.close().await;
-            Err(format!(
-                "did not answer `tools/list` within {} ms",
-                init_timeout.as_millis()
-            ))
+        other => other.map_err(Failed::into_message),
+    }
+}
+
+/// Why a connection could not be opened.
+enum Failed {
+    /// `server/discover` was answered without 2026-07-28 among its versions.
+    NoCommonRevision(String),
+    Other(String),
+}
+
+impl Failed {
+    fn into_message(self) -> String {
+        match self {
+            Failed::NoCommonRevision(why) | Failed::Other(why) => why,
         }
     }
+}
+
+/// What one attempt to open a connection needs.
+struct Opening<'a> {
+    name: &'a str,
+    config: &'a ServerConfig,
+    fallback: bool,
+    init_timeout: Duration,
+    changes: &'a mpsc::UnboundedSender<String>,
+    stop: &'a CancellationToken,
+}
+
+impl Opening<'_> {
+    async fn open(
+        &self,
+        transport: TransportPlugin,
+        protocol: Protocol,
+    ) -> Result<Connection, Failed> {
+        let (name, init_timeout, stop) = (self.name, self.init_timeout, self.stop);
+        let target = target(name, self.config, self.fallback);
+        let pump = tokio::task::spawn_blocking(move || transport.connect(&target))
+            .await
+            .map_err(|e| Failed::Other(format!("the connect task failed: {e}")))?
+            .map_err(|e| Failed::Other(e.to_string()))?;
+        let transport =
+            PumpTransport::<RoleClient>::new(pump.clone(), name.to_owned(), OnGarbage::Recover);
+        let reason = transport.close_reason();
+        let callers = Callers::default();
+        let client = HubClient {
+            server: name.to_owned(),
+            changes: self.changes.clone(),
+            callers: callers.clone(),
+        };
+        let (lifecycle, handshake) = match protocol {
+            Protocol::Auto => (
+                ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: None,
+                },
+                "`server/discover` or `initialize`",
+            ),
+            Protocol::Stateless => (
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+                "`server/discover`",
+            ),
+            Protocol::Handshake => (ClientLifecycleMode::Initialize, "`initialize`"),
+        };
+        let started = tokio::select! {
+            started = tokio::time::timeout(
+                init_timeout,
+                client.serve_with_lifecycle(transport, lifecycle),
+            ) => started,
+            () = stop.cancelled() => {
+                close_pump(&pump).await;
+                return Err(Failed::Other(STOPPED.to_owned()));
+            }
+        };
+        let closed_why =
+            |reason: &CloseReason| reason.get().map(|r| format!(": {r}")).unwrap_or_default();
+        let service = match started {
+            Ok(Ok(service)) => service,
+            Ok(Err(ClientInitializeError::NoCompatibleProtocolVersion {
+                server_supported,
+                ..
+            })) => {
+                close_pump(&pump).await;
+                let versions: Vec<String> =
+                    server_supported.iter().map(ToString::to_string).collect();
+                return Err(Failed::NoCommonRevision(format!(
+                    "the server supports MCP {}, not 2026-07-28",
+                    versions.join(", ")
+                )));
+            }
+            Ok(Err(error)) => {
+                close_pump(&pump).await;
+                // Give the reader a moment to collect the exit status and stderr.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Err(Failed::Other(match reason.get() {
+                    Some(why) => format!("{handshake} failed: the server {why}"),
+                    None => format!("{handshake} failed: {error}"),
+                }));
+            }
+            Err(_) => {
+                close_pump(&pump).await;
+                return Err(Failed::Other(format!(
+                    "did not answer {handshake} within {} ms{}",
+                    init_timeout.as_millis(),
+                    closed_why(&reason)
+                )));
+            }
+        };
+        let connection = Connection {
+            service,
+            listed: Default::default(),
+            reason,
+            pump,
+            ended: CancellationToken::new(),
+            callers,
+        };
+        let listed = tokio::select! {
+            listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,
+            () = stop.cancelled() => {
+                connection.close().await;
+                return Err(Failed::Other(STOPPED.to_owned()));
+            }
+        };
+        match listed {
+            Ok(Ok(_)) => {
+                if connection.is_stateless() && connection.announces_tool_changes() {
+                    listen_for_tool_changes(&connection, name, self.changes.clone(), init_timeout)
+                        .await;
+                }
+                Ok(connection)
+            }
+            Ok(Err(error)) => {
+                connection.close().await;
+                Err(Failed::Other(format!(
+                    "tools/list failed: {error}{}",
+                    closed_why(&connection.reason)
+                )))
+            }
+            Err(_) => {
+                connection.close().await;
+                Err(Failed::Other(format!(
+                    "did not answer `tools/list` within {} ms",
+                    init_timeout.as_millis()
+                )))
+            }
+        }
+    }
+}
+
+/// The longest wait between two attempts to listen again after a subscription ended.
+const MAX_LISTEN_RETRY: Duration = Duration::from_secs(60);
+
+/// Follows a 2026-07-28 server's `notifications/tools/list_changed` through
+/// `subscriptions/listen` (the legacy revisions send them unasked, to [`HubClient`]) until the
+/// connection ends. The first subscription is acknowledged before this returns, so that no
+/// change made once the server counts as ready goes unnoticed; one that ends early is opened
+/// again, backing off.
+async fn listen_for_tool_changes(
+    connection: &Connection,
+    name: &str,
+    changes: mpsc::UnboundedSender<String>,
+    within: Duration,
+) {
+    let peer = connection.service.peer().clone();
+    let closed = connection.ended.clone();
+    let server = name.to_owned();
+    let mut filter = SubscriptionFilter::new();
+    filter.tools_list_changed = Some(true);
+    let first = match tokio::time::timeout(within, peer.listen(filter.clone())).await {
+        Ok(Ok(subscription)) => Some(subscription),
+        Ok(Err(error)) => {
+            tracing::warn!(server, "subscriptions/listen failed: {error}; trying again");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                server,
+                "subscriptions/listen was not acknowledged within {} ms; trying again",
+                within.as_millis()
+            );
+            None
+        }
+    };
+    tokio::spawn(async move {
+        let mut wait = Duration::from_secs(1);
+        let mut subscription = first;
+        loop {
+            if let Some(mut open) = subscription.take() {
+                loop {
+                    let next = tokio::select! {
+                        () = closed.cancelled() => return,
+                        next = open.next() => next,
+                    };
+                    match next {
+                        Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                            wait = Duration::from_secs(1);
+                            if changes.send(server.clone()).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+            if peer.is_transport_closed() {
+                return;
+            }
+            tokio::select! {
+                () = closed.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            wait = (wait * 2).min(MAX_LISTEN_RETRY);
+            subscription = tokio::select! {
+                () = closed.cancelled() => return,
+                opened = peer.listen(filter.clone()) => match opened {
+                    Ok(opened) => Some(opened),
+                    Err(error) => {
+                        tracing::debug!(server, "subscriptions/listen failed: {error}");
+                        None
+                    }
+                },
+            };
+        }
+    });
 }
 
 async fn close_pump(pump: &Pump) {

@@ -22,7 +22,7 @@ use std::{
 };
 
 use rmcp::{
-    model::{CallToolRequestParams, CallToolResult, Tool},
+    model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool},
     service::ServiceError,
 };
 use serde_json::Value;
@@ -32,7 +32,10 @@ use tokio_util::sync::CancellationToken;
 pub use client::{Connection, Listed};
 pub use transports::Transports;
 
-use crate::config::{Config, ServerConfig, Share};
+use crate::{
+    config::{Config, ServerConfig, Share},
+    relay::Asker,
+};
 
 /// How long `initialize` may take unless a server says otherwise.
 pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -95,6 +98,12 @@ pub enum CallError {
         tool: String,
         after: Duration,
     },
+    #[error("{server}/{tool} asked the user for input, but {message}")]
+    Input {
+        server: String,
+        tool: String,
+        message: String,
+    },
     #[error("{server}/{tool} failed: {message}")]
     Protocol {
         server: String,
@@ -104,13 +113,19 @@ pub enum CallError {
 }
 
 /// How one call is made.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct CallOptions {
     /// The upstream client session making it (for `share = "session"` servers).
     pub session: Option<String>,
     /// The most it may take; the server's `call-timeout-ms` or the default when `None`.
     pub timeout: Option<Duration>,
+    /// Who answers what the tool asks of the user during the call (see [`crate::relay`]);
+    /// `None`: nobody, and such a question fails the call.
+    pub asker: Option<Arc<dyn Asker>>,
 }
+
+/// The most `input_required` rounds one call to a 2026-07-28 server may take.
+const MAX_INPUT_ROUNDS: usize = 10;
 
 /// A connection, opened once for everyone who asks while it is being opened. Opening runs
 /// outside every lock: the slot's state stays readable while a server takes its time.
@@ -120,6 +135,8 @@ type Link = Arc<tokio::sync::OnceCell<Arc<Connection>>>;
 struct SlotState {
     status: Status,
     listed: Listed,
+    /// The MCP revision the shared connection speaks, once connected.
+    protocol: Option<String>,
     /// The shared connection (open, being opened, or not yet asked for).
     link: Link,
     /// Connections of `share = "session"` servers, by client session.
@@ -180,10 +197,17 @@ impl Slot {
     }
 
     fn view(&self) -> ServerView {
-        let (status, listed) = self.with(|state| (state.status.clone(), state.listed.clone()));
+        let (status, listed, protocol) = self.with(|state| {
+            (
+                state.status.clone(),
+                state.listed.clone(),
+                state.protocol.clone(),
+            )
+        });
         ServerView {
             name: self.name.clone(),
             status,
+            protocol,
             tools: listed.tools,
             warnings: listed.warnings,
         }
@@ -224,6 +248,8 @@ pub struct ServerView {
     pub name: String,
     /// Where it stands.
     pub status: Status,
+    /// The MCP revision its connection speaks (`2026-07-28`, `2025-11-25`, ...), once connected.
+    pub protocol: Option<String>,
     /// Its tools as last listed (empty when it is down).
     pub tools: Arc<Vec<Tool>>,
     /// What was wrong with tools that were served untyped or left out, one line each.
@@ -243,6 +269,7 @@ impl Hub {
                     state: Mutex::new(SlotState {
                         status: Status::Starting,
                         listed: Listed::default(),
+                        protocol: None,
                         link: Link::default(),
                         sessions: HashMap::new(),
                         backoff: FIRST_RETRY,
@@ -360,9 +387,16 @@ impl Hub {
         match self.open(slot).await {
             Ok(connection) => {
                 let connection = Arc::new(connection);
+                let protocol = connection.protocol();
+                slot.with(|state| state.protocol = protocol);
                 slot.set_listed(connection.listed());
                 slot.with(|state| state.backoff = FIRST_RETRY);
-                tracing::info!(server = %slot.name, tools = connection.tools().len(), "connected");
+                tracing::info!(
+                    server = %slot.name,
+                    tools = connection.tools().len(),
+                    protocol = connection.protocol().unwrap_or_default(),
+                    "connected"
+                );
                 let _ = self.inner.events.send(HubEvent::ToolsChanged {
                     server: slot.name.clone(),
                 });
@@ -644,16 +678,33 @@ impl Hub {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(arguments);
         let started = Instant::now();
-        let peer = connection.service.peer().clone();
-        let outcome = tokio::time::timeout(timeout, peer.call_tool(params)).await;
+        let in_flight = connection.callers.enter(options.asker.clone());
+        let sending = send_call(&connection, params, options.asker.as_deref());
+        let outcome = tokio::time::timeout(timeout, sending).await;
         tracing::debug!(
             server,
             tool,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "call"
-        );
+        ); // The server asked during the call and could not be answered: that is why it failed.
+        let refused = in_flight.caller().refused();
+        drop(in_flight);
+        if let Some(message) = refused
+            && !matches!(&outcome, Ok(Ok(Sent::Result(result))) if result.is_error != Some(true))
+        {
+            return Err(CallError::Input {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message,
+            });
+        }
         match outcome {
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(Sent::Result(result))) => Ok(result),
+            Ok(Ok(Sent::Unanswered(message))) => Err(CallError::Input {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message,
+            }),
             Err(_) => Err(CallError::Timeout {
                 server: server.to_owned(),
                 tool: tool.to_owned(),
@@ -708,4 +759,53 @@ impl Hub {
         }
         futures::future::join_all(connections.iter().map(|connection| connection.close())).await;
     }
+}
+
+/// What sending a call came to.
+enum Sent {
+    Result(CallToolResult),
+    /// A 2026-07-28 server's question that nobody could answer, and why.
+    Unanswered(String),
+}
+
+/// Sends a call. A 2026-07-28 server's `input_required` results are answered by `asker` and the
+/// call retried with the answers and the server's `requestState`, at most
+/// [`MAX_INPUT_ROUNDS`] times; a legacy server's questions during the call reach `asker`
+/// through the connection's [`crate::relay::Callers`].
+async fn send_call(
+    connection: &Connection,
+    mut params: CallToolRequestParams,
+    asker: Option<&dyn Asker>,
+) -> Result<Sent, ServiceError> {
+    let peer = connection.service.peer();
+    if !connection.is_stateless() {
+        return peer.call_tool(params).await.map(Sent::Result);
+    }
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let asked = match peer.call_tool_once(params.clone()).await? {
+            CallToolResponse::Complete(result) => return Ok(Sent::Result(result)),
+            CallToolResponse::InputRequired(asked) => asked,
+            _ => return Err(ServiceError::UnexpectedResponse),
+        };
+        let mut answers = std::collections::BTreeMap::new();
+        for (key, question) in asked.input_requests.unwrap_or_default() {
+            let method = crate::relay::method_of(&question);
+            let Some(asker) = asker else {
+                return Ok(Sent::Unanswered(format!(
+                    "`{method}` cannot be relayed: this execution has no client to ask"
+                )));
+            };
+            match asker.ask(question).await {
+                Ok(answer) => {
+                    answers.insert(key, answer);
+                }
+                Err(why) => return Ok(Sent::Unanswered(why)),
+            }
+        }
+        params.input_responses = (!answers.is_empty()).then_some(answers);
+        params.request_state = asked.request_state;
+    }
+    Ok(Sent::Unanswered(format!(
+        "it kept asking for input past {MAX_INPUT_ROUNDS} rounds"
+    )))
 }

@@ -10,16 +10,24 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-        GetPromptRequestParams, GetPromptResponse, Implementation, ListToolsResult, LoggingLevel,
-        LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-        SetLevelRequestParams, SubscriptionFilter, Tool,
+        GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
+        InputResponses, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+        PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+        ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        SubscriptionFilter, Tool,
     },
     service::{RequestContext, SubscriptionContext},
 };
 use serde_json::{Value, json};
 
-use crate::{execute, gateway::Gateway};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    execute,
+    gateway::Gateway,
+    relay::{Asker, Event, Question, RoundTrip, SessionAsker, Waiting},
+};
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
 pub const INSTRUCTIONS: &str = "Runbyte turns the tools of many MCP servers into typed functions \
@@ -178,41 +186,44 @@ impl Session {
 impl Session {
     /// Runs one program: limits from the policies, the VFS's modules, the bridge to the Hub;
     /// progress while it runs when the client asked for it; stopped when the client cancels.
+    ///
+    /// What a tool or policy asks of the user goes to this client (see [`crate::relay`]): over
+    /// a legacy session as a request; to a 2026-07-28 client as an `input_required` result,
+    /// whose retry (`request_state`, `input_responses`) resumes the execution.
     async fn execute_code(
         &self,
         args: &Value,
+        retry: Retry,
         context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(state) = retry.state {
+            return self.resume(&state, retry.answers, context).await;
+        }
         let code = match required_str(args, "code") {
             Ok(code) => code.to_owned(),
-            Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
+            Err(message) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+            }
+        };
+        let Some(session_asker) = SessionAsker::of(&context.peer) else {
+            return Ok(self.execute_stateless(code, context).await);
         };
         // No waiting for servers here: `execute::run` waits for those the program imports.
-        let prepared =
-            match execute::prepare(&self.gateway, &self.session, Some(&self.listener)).await {
-                Ok(prepared) => prepared,
-                Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]),
-            };
-        let progress = context.meta.get_progress_token().map(|token| {
-            let (peer, bridge) = (context.peer.clone(), prepared.bridge.clone());
-            tokio::spawn(async move {
-                let started = std::time::Instant::now();
-                let mut tick = tokio::time::interval(PROGRESS_EVERY);
-                tick.tick().await;
-                loop {
-                    tick.tick().await;
-                    let elapsed = started.elapsed().as_secs_f64();
-                    let mut params = ProgressNotificationParam::new(token.clone(), elapsed.floor());
-                    params.message = Some(format!(
-                        "running for {elapsed:.0} s; {} tool calls so far",
-                        bridge.calls()
-                    ));
-                    if peer.notify_progress(params).await.is_err() {
-                        return;
-                    }
-                }
-            })
-        });
+        let asker: Arc<dyn Asker> = Arc::new(session_asker);
+        let prepared = match execute::prepare(
+            &self.gateway,
+            &self.session,
+            Some(&self.listener),
+            Some(asker),
+        )
+        .await
+        {
+            Ok(prepared) => prepared,
+            Err(message) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+            }
+        };
+        let progress = progress_ticker(context, &prepared);
         let result = execute::run(
             &self.gateway,
             &self.session,
@@ -224,8 +235,195 @@ impl Session {
         if let Some(progress) = progress {
             progress.abort();
         }
-        result
+        Ok(result.into())
     }
+
+    /// Runs a program for a 2026-07-28 client: apart from the request, so that it can wait for
+    /// an answer across `input_required` rounds.
+    async fn execute_stateless(
+        &self,
+        code: String,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        let (asker, events) = RoundTrip::<CallToolResult>::new(capabilities);
+        let done = asker.done_sender();
+        // The execution may outlive this request (and, over HTTP, its connection): it is a
+        // session of its own, whose `share = "session"` connections end with it.
+        let session = match random_key() {
+            Ok(key) => format!("{}/{key}", self.session),
+            Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
+        };
+        let prepared = match execute::prepare(
+            &self.gateway,
+            &session,
+            Some(&self.listener),
+            Some(Arc::new(asker)),
+        )
+        .await
+        {
+            Ok(prepared) => prepared,
+            Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
+        };
+        let progress = progress_ticker(context, &prepared);
+        let cancel = CancellationToken::new();
+        let (gateway, running) = (self.gateway.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let result = execute::run(&gateway, &session, &prepared, code, running).await;
+            gateway.hub.end_session(&session).await;
+            let _ = done.send(Event::Done(result)).await;
+        });
+        let answer = self.next_event(events, cancel, context).await;
+        if let Some(progress) = progress {
+            progress.abort();
+        }
+        answer
+    }
+
+    /// What the execution does next, as this request's answer: its result, or its question
+    /// (the execution then waits in [`Paused`](crate::relay::Paused) for the client's retry).
+    /// The request cancelled (the client closed its stream, or sent `notifications/cancelled`)
+    /// cancels the execution.
+    async fn next_event(
+        &self,
+        mut events: mpsc::Receiver<Event<CallToolResult>>,
+        cancel: CancellationToken,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = context.ct.cancelled() => {
+                cancel.cancel();
+                return CallToolResult::error(vec![ContentBlock::text("Cancelled by the client")]).into();
+            }
+        };
+        match event {
+            Some(Event::Done(result)) => result.into(),
+            None => CallToolResult::error(vec![ContentBlock::text(
+                "the execution ended without a result",
+            )])
+            .into(),
+            Some(Event::Asked { question, answer }) => {
+                let question = *question;
+                let waiting = Waiting::new(question.clone(), answer, events, cancel);
+                self.pause(question, waiting)
+            }
+        }
+    }
+
+    /// Keeps a waiting execution and asks its client with `input_required`.
+    fn pause(&self, question: Question, waiting: Waiting<CallToolResult>) -> CallToolResponse {
+        let key = match random_key() {
+            Ok(key) => key,
+            Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
+        };
+        let paused = match self.gateway.paused() {
+            Ok(paused) => paused,
+            Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
+        };
+        match paused.pause(key, waiting) {
+            Ok(state) => {
+                let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
+                InputRequiredResult::new(Some(questions), Some(state)).into()
+            }
+            Err(why) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "a tool asked for the user's input, but {why}"
+            ))])
+            .into(),
+        }
+    }
+
+    /// A 2026-07-28 client's retry: its answer goes to the execution its `requestState` names,
+    /// which then goes on. A state that was altered or not issued here is refused (-32602).
+    async fn resume(
+        &self,
+        state: &str,
+        answers: Option<InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let paused = self
+            .gateway
+            .paused()
+            .map_err(|why| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None))?;
+        let (key, waiting) = paused
+            .resume(state)
+            .map_err(|why| ErrorData::new(ErrorCode::INVALID_PARAMS, why, None))?;
+        let answer = answers.and_then(|mut answers| answers.remove(INPUT_KEY));
+        match answer {
+            // No answer to the question: it is asked again.
+            None => {
+                let question = waiting.question.clone();
+                paused.put_back(key.clone(), waiting);
+                let state = paused
+                    .reseal(&key)
+                    .map_err(|why| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None))?;
+                let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
+                Ok(InputRequiredResult::new(Some(questions), Some(state)).into())
+            }
+            Some(answer) if !answer.is_object() => {
+                paused.put_back(key, waiting);
+                Err(ErrorData::new(
+                    ErrorCode::INVALID_PARAMS,
+                    format!("inputResponses.{INPUT_KEY} must be an object (the answer's result)"),
+                    None,
+                ))
+            }
+            Some(answer) => {
+                let Waiting {
+                    answer: reply,
+                    events,
+                    cancel,
+                    ..
+                } = waiting;
+                let _ = reply.send(Ok(answer));
+                Ok(self.next_event(events, cancel, context).await)
+            }
+        }
+    }
+}
+
+/// The key of the one question an `input_required` result of `execute_code` carries.
+const INPUT_KEY: &str = "runbyte_input";
+
+/// What a 2026-07-28 client's retry of `execute_code` carries.
+#[derive(Default)]
+struct Retry {
+    state: Option<String>,
+    answers: Option<InputResponses>,
+}
+
+/// A fresh key for a paused execution (never reused, so an old `requestState` cannot answer a
+/// later question).
+fn random_key() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("cannot make a key: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Progress notifications every second while an execution runs, when the request asked.
+fn progress_ticker(
+    context: &RequestContext<RoleServer>,
+    prepared: &execute::Prepared,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let token = context.meta.get_progress_token()?;
+    let (peer, bridge) = (context.peer.clone(), prepared.bridge.clone());
+    Some(tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let mut tick = tokio::time::interval(PROGRESS_EVERY);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let elapsed = started.elapsed().as_secs_f64();
+            let mut params = ProgressNotificationParam::new(token.clone(), elapsed.floor());
+            params.message = Some(format!(
+                "running for {elapsed:.0} s; {} tool calls so far",
+                bridge.calls()
+            ));
+            if peer.notify_progress(params).await.is_err() {
+                return;
+            }
+        }
+    }))
 }
 
 /// How long after start the VFS tools wait for servers still starting: what is about to be
@@ -359,12 +557,16 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let retry = Retry {
+            state: request.request_state,
+            answers: request.input_responses,
+        };
         let args = Value::Object(request.arguments.unwrap_or_default());
         let answer = match request.name.as_ref() {
             "list_directory" => self.list_directory(&args).await,
             "read_file" => self.read_file(&args).await,
             "search_tools" => self.search_tools(&args).await,
-            "execute_code" => return Ok(self.execute_code(&args, &context).await.into()),
+            "execute_code" => return self.execute_code(&args, retry, &context).await,
             other => {
                 return Err(ErrorData::new(
                     ErrorCode::INVALID_PARAMS,

@@ -11,6 +11,7 @@
 //! allow = ["demo/*"]            # may run although not read-only (default: none)
 //! deny = ["*/delete_*"]         # never run (default: none)
 //! allow-unannotated = false     # tools that carry no readOnlyHint at all (default: false)
+//! ask = false                   # ask the user instead of denying (default: false)
 //! ```
 //!
 //! The verdict on a call to `server/tool`: the first of these rules that applies decides.
@@ -25,6 +26,11 @@
 //! 6. The tool carries no `readOnlyHint` (no annotations, or annotations without that key) and
 //!    `allow-unannotated = true`: **allowed**.
 //! 7. Otherwise: **denied**, the tool is not read-only.
+//!
+//! With `ask = true`, a call that rules 3 to 7 would deny is put to the user instead (an `ask`
+//! verdict: Runbyte shows the question, the server, the tool and the arguments, and the call
+//! runs only if the user approves); a `deny` pattern still denies outright. A client that
+//! cannot ask (or `runbyte exec`) gets the denial, with the reason.
 //!
 //! Defaults, made explicit: a hint counts only when it is literally `true`. An absent
 //! `readOnlyHint` therefore means "not read-only" (MCP's own default is `false`), so an
@@ -62,6 +68,8 @@ struct Config {
     deny: Vec<String>,
     #[serde(default)]
     allow_unannotated: bool,
+    #[serde(default)]
+    ask: bool,
 }
 
 /// The `readonly` policy.
@@ -70,6 +78,15 @@ pub struct ReadOnly {
     allow: Vec<Pattern>,
     deny: Vec<Pattern>,
     allow_unannotated: bool,
+    ask: bool,
+}
+
+/// Why a call is not allowed outright.
+enum Refusal {
+    /// A `deny` pattern matched: never asked.
+    Denied(String),
+    /// Not read-only: denied, or asked with `ask = true`.
+    NotReadOnly(String),
 }
 
 fn patterns(key: &str, texts: Vec<String>) -> Result<Vec<Pattern>, String> {
@@ -100,18 +117,20 @@ fn hint<'a>(annotations: &'a Value, key: &str) -> Hint<'a> {
 }
 
 impl ReadOnly {
-    fn verdict(&self, server: &str, tool: &str, annotations: &Value) -> Result<(), String> {
+    fn verdict(&self, server: &str, tool: &str, annotations: &Value) -> Result<(), Refusal> {
         let target = format!("{server}/{tool}");
         if let Some(pattern) = self.deny.iter().find(|p| p.matches(&target)) {
-            return Err(format!("`{target}` matches deny pattern `{pattern}`"));
+            return Err(Refusal::Denied(format!(
+                "`{target}` matches deny pattern `{pattern}`"
+            )));
         }
         if self.allow.iter().any(|p| p.is_exactly(&target)) {
             return Ok(());
         }
         if let Hint::True = hint(annotations, "destructiveHint") {
-            return Err(format!(
+            return Err(Refusal::NotReadOnly(format!(
                 "`{target}` is destructive (annotations: destructiveHint)"
-            ));
+            )));
         }
         let read_only = hint(annotations, "readOnlyHint");
         if let Hint::True = read_only {
@@ -122,14 +141,14 @@ impl ReadOnly {
         }
         match read_only {
             Hint::Absent if self.allow_unannotated => Ok(()),
-            Hint::Absent => Err(format!(
+            Hint::Absent => Err(Refusal::NotReadOnly(format!(
                 "`{target}` is not known to be read-only (annotations: no readOnlyHint) and \
                  matches no allow pattern; allow-unannotated is false"
-            )),
-            Hint::Other(value) => Err(format!(
+            ))),
+            Hint::Other(value) => Err(Refusal::NotReadOnly(format!(
                 "`{target}` is not read-only (annotations: readOnlyHint {value}) and matches no \
                  allow pattern"
-            )),
+            ))),
             Hint::True => Ok(()),
         }
     }
@@ -143,6 +162,7 @@ impl Policy for ReadOnly {
             allow: patterns("allow", config.allow)?,
             deny: patterns("deny", config.deny)?,
             allow_unannotated: config.allow_unannotated,
+            ask: config.ask,
         })
     }
 
@@ -161,7 +181,11 @@ impl Policy for ReadOnly {
         let annotations = call.annotations.as_deref().unwrap_or(&Value::Null);
         let verdict = match self.verdict(&call.server, &call.tool, annotations) {
             Ok(()) => Verdict::allow(),
-            Err(reason) => Verdict::deny(reason),
+            Err(Refusal::NotReadOnly(reason)) if self.ask => Verdict::Ask {
+                question: format!("Allow a call that may change something? {reason}."),
+                reason: Some(reason),
+            },
+            Err(Refusal::Denied(reason) | Refusal::NotReadOnly(reason)) => Verdict::deny(reason),
         };
         Ok(verdict.to_json())
     }

@@ -205,3 +205,31 @@ fn a_malformed_call_is_an_error_not_a_verdict() {
     let error = policy.check_call(r#"{"server":"a"}"#).unwrap_err();
     assert_eq!(error, "the call has no `tool` string");
 }
+
+#[test]
+fn ask_puts_a_refused_call_to_the_user_but_never_a_denied_one() {
+    let policy = open(json!({"ask": true, "deny": ["*/delete_*"]})).unwrap();
+    let verdict = |target: &str, annotations: Value| -> Value {
+        let (server, tool) = target.split_once('/').unwrap();
+        let call = json!({"server": server, "tool": tool, "arguments": {}, "annotations": annotations,
+            "context": {"session": "s", "execution": "e", "calls": 0}});
+        serde_json::from_str(&policy.check_call(&call.to_string()).unwrap()).unwrap()
+    };
+    assert_eq!(verdict("demo/read", read_only()), json!({"allow": true}));
+    let asked = verdict("demo/create", write());
+    assert_eq!(asked["allow"], false);
+    assert!(
+        asked["ask"].as_str().unwrap().contains("`demo/create`"),
+        "{asked}"
+    );
+    assert!(asked["reason"].as_str().unwrap().contains("not read-only"));
+    let asked = verdict("demo/wipe", destructive());
+    assert!(asked["ask"].is_string(), "{asked}");
+    // A deny pattern is never asked.
+    let denied = verdict("demo/delete_all", write());
+    assert!(denied.get("ask").is_none(), "{denied}");
+    assert!(denied["reason"].as_str().unwrap().contains("deny pattern"));
+    // Without `ask`, the same call is denied.
+    let strict = open(json!({})).unwrap();
+    assert!(check(&strict, "demo/create", write()).is_err());
+}

@@ -1,18 +1,24 @@
 //! What each tool does when called.
 //!
 //! Bad arguments are a result with `isError: true` that names the tool and the argument, as
-//! MCP asks; only an unknown tool (and `rpc_error`, on purpose) is a JSON-RPC error.
+//! MCP asks; only an unknown tool (and `rpc_error`, on purpose, and `ask` given a tampered
+//! `requestState`) is a JSON-RPC error.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, JsonObject, ProgressNotificationParam};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, JsonObject,
+    ProgressNotificationParam,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 use crate::server::{State, lock};
+
+mod ask;
 
 /// A 1x1 PNG, base64.
 pub const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
@@ -42,6 +48,7 @@ const NORMAL_TOOLS: &[&str] = &[
     "spawn_grandchild",
     "hang",
     "cancelled_count",
+    "ask",
 ];
 
 pub fn is_normal_tool(name: &str) -> bool {
@@ -112,8 +119,24 @@ fn tool_error(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
-/// Runs tool `name`.
+/// Runs the tool `request` names. Only `ask` may answer with more than a finished result: on
+/// 2026-07-28 it asks for input with an `InputRequiredResult`.
 pub async fn call(
+    state: &State,
+    request: CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    if request.name == "ask" {
+        return ask::call(request, context).await;
+    }
+    let arguments = request.arguments.unwrap_or_default();
+    run(state, &request.name, arguments, context)
+        .await
+        .map(Into::into)
+}
+
+/// Runs tool `name`, any but `ask`.
+async fn run(
     state: &State,
     name: &str,
     arguments: JsonObject,

@@ -266,6 +266,25 @@ fn normal_tools() -> Vec<Tool> {
             no_arguments(),
         )
         .with_annotations(read_only()),
+        Tool::new(
+            "ask",
+            "Asks the client `message` mid-call (kind \"elicit\", the default: a form \
+             elicitation with one string `answer`; kind \"sample\": a sampling request) and \
+             returns the client's result as JSON text. Before 2026-07-28 it sends the client the \
+             request; on 2026-07-28 it answers with an InputRequiredResult (key `answer`).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string", "description": "The question to ask."},
+                    "kind": {
+                        "type": "string",
+                        "enum": ["elicit", "sample"],
+                        "description": "elicit (default) or sample."
+                    }
+                },
+                "required": ["message"]
+            })),
+        ),
     ]
 }
 

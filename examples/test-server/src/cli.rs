@@ -96,6 +96,9 @@ Tools (always served):
   spawn_grandchild          spawns `sleep 300` in this process group; returns its pid
   hang                      never answers; counts the notifications/cancelled it gets
   cancelled_count           how many notifications/cancelled arrived so far
+  ask {message, kind?}      asks the client (kind elicit, the default, or sample) and returns
+                            its answer as JSON text: a request to the client mid-call before
+                            2026-07-28, an InputRequiredResult (key `answer`) on 2026-07-28
 Tools added by modes answer {\"tool\": <name>, \"arguments\": <arguments>}.";
 
 /// The transport a client uses to reach this server.

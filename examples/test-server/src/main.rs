@@ -38,6 +38,19 @@
 //! | `spawn_grandchild` | | spawns `sleep 300` in the server's process group; returns its pid |
 //! | `hang` | | never answers; a `notifications/cancelled` ends it |
 //! | `cancelled_count` | | how many `notifications/cancelled` the process has received |
+//! | `ask` | `message`, `kind?` (`elicit` default, or `sample`) | asks the client mid-call and returns the JSON of its answer as text (see below) |
+//!
+//! `ask` on a session opened with `initialize` (≤ 2025-11-25) sends the client, during the
+//! call, `elicitation/create` (form mode; `requestedSchema` one required string `answer`) or
+//! `sampling/createMessage` (one user message, `maxTokens` 100), even if the client did not
+//! declare the capability, and returns the client's result as JSON text, e.g.
+//! `{"action":"accept","content":{"answer":"blue"}}`; a refusal or error gives `isError: true`
+//! with the error text. On 2026-07-28 it answers with an `InputRequiredResult`:
+//! `inputRequests` `{"answer": <that same request>}` and `requestState`
+//! `ask:<kind>:<message in hex>` (unsigned). The retry must echo that `requestState`
+//! (otherwise JSON-RPC error -32602 `tampered requestState`) and gets the JSON of
+//! `inputResponses.answer` as text; a retry without `answer` gets the same
+//! `InputRequiredResult` again.
 //!
 //! Bad arguments give a result with `isError: true` naming the argument; an unknown tool gives
 //! JSON-RPC error -32602. Tools added by modes or by `change_tools` answer

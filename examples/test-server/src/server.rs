@@ -263,10 +263,7 @@ impl ServerHandler for TestServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = request.arguments.unwrap_or_default();
-        calls::call(&self.state, &request.name, arguments, context)
-            .await
-            .map(Into::into)
+        calls::call(&self.state, request, context).await
     }
 
     async fn on_cancelled(

@@ -279,8 +279,10 @@ pub enum Verdict {
         /// `reason`: why, in words for the program's author; `None` when the policy gave none.
         reason: Option<String>,
     },
-    /// The call may run if a person approves it. A host that cannot ask (this one, for now)
-    /// denies the call, with `reason` when given; so does any host that predates `ask`.
+    /// The call may run if a person approves it: the host asks the user through the client of
+    /// the execution (an elicitation). A host that cannot ask (no client, or one without the
+    /// elicitation capability) denies the call, with `reason` when given; so does any host that
+    /// predates `ask`.
     Ask {
         /// `ask`: the question to put to the person.
         question: String,

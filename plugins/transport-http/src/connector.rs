@@ -2,8 +2,9 @@
 //!
 //! Messages from the host are taken in order by one dispatcher task. `initialize` and
 //! `notifications/initialized` are posted and awaited there (the session id and the protocol
-//! revision must be known before anything else goes out); every other message is posted on a
-//! task of its own, so a slow call never holds up the others. Answers (a JSON body or an SSE
+//! revision must be known before anything else goes out), and then the session's GET stream is
+//! opened (up to 2 s for the server's answer), so that no later message overtakes it; every
+//! other message is posted on a task of its own, so a slow call never holds up the others. Answers (a JSON body or an SSE
 //! stream per POST, and the session's GET stream) go to the host's inbox.
 //!
 //! Failures become text the host can show: a request whose POST fails is answered with a
@@ -13,6 +14,7 @@
 //! `initialize` is replayed (its answer swallowed), `notifications/initialized` follows, and the
 //! message is sent again.
 
+mod param_headers;
 mod streams;
 
 use std::{
@@ -50,10 +52,22 @@ use tokio::{
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+/// The `_meta` key with which a 2026-07-28 request names its protocol revision.
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// How long `close` waits for the DELETE that ends the session.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Reconnections of one broken response stream (with `Last-Event-ID`) before giving up.
+/// Reconnections of one broken response stream (with `Last-Event-ID`) in a row, without an
+/// event in between, before giving up.
 const MAX_RESUMES: u32 = 5;
+/// The wait before reconnecting a stream when the server gave no `retry:`.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// The bounds of a server's `retry:`.
+const MIN_RETRY: Duration = Duration::from_millis(100);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// How long the messages after `notifications/initialized` wait for the GET stream to open.
+const GET_OPEN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Consecutive failures of the GET stream before it is given up.
 const MAX_GET_FAILURES: u32 = 5;
 
@@ -94,6 +108,8 @@ pub(crate) fn connect(
         reinit: tokio::sync::Mutex::new(()),
         legacy: Mutex::new(None),
         get_stream: Mutex::new(None),
+        stateless: Mutex::new(HashMap::new()),
+        designations: Mutex::new(HashMap::new()),
     });
     let (outbox, queue) = unbounded_channel();
     tasks.spawn(shared.clone().dispatch(queue));
@@ -179,6 +195,52 @@ struct Shared {
     /// Set when the server turned out to speak only the 2024-11-05 transport.
     legacy: Mutex<Option<Arc<LegacyClient>>>,
     get_stream: Mutex<Option<AbortHandle>>,
+    /// 2026-07-28 requests in flight, by id key: aborting one closes its stream.
+    stateless: Mutex<HashMap<String, AbortHandle>>,
+    /// The `Mcp-Param-*` headers each listed tool designates (SEP-2243).
+    designations: Mutex<param_headers::Designations>,
+}
+
+/// The revision a 2026-07-28 request names in its `_meta`; `None` for the legacy revisions.
+fn stateless_version(message: &Value) -> Option<&str> {
+    message
+        .pointer("/params/_meta")?
+        .get(META_VERSION)?
+        .as_str()
+}
+
+/// A header value as SEP-2243 sends it: literal when it is plain visible ASCII without
+/// surrounding spaces (the empty value included), else `=?base64?<its UTF-8 in base64>?=`.
+fn header_value(value: &str) -> String {
+    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
+        && !sentinel;
+    if plain {
+        return value.to_owned();
+    }
+    format!("=?base64?{}?=", base64_encode(value.as_bytes()))
+}
+
+/// Standard base64 with padding.
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let word = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |word, (i, &b)| word | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(word >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// A request's id as sent, by its key.
@@ -188,6 +250,29 @@ fn ids_of(message: &Value) -> Ids {
     jsonrpc::request_ids(message)
         .into_iter()
         .map(|id| (jsonrpc::id_key(&id), id))
+        .collect()
+}
+
+/// Rewrites the response to a request before the host gets it.
+type Rewrite = fn(&Shared, &mut Value);
+/// The responses to rewrite, by the key of their request's id.
+type Rewrites = HashMap<String, Rewrite>;
+
+/// What the answers to the requests in `message` (one, or a batch) need before the host gets
+/// them: the tools of a `tools/list` are screened for their `x-mcp-header` annotations.
+fn rewrites_of(message: &Value) -> Rewrites {
+    let items: &[Value] = match message {
+        Value::Array(items) => items,
+        other => std::slice::from_ref(other),
+    };
+    items
+        .iter()
+        .filter_map(|item| match jsonrpc::classify(item) {
+            Ok(Kind::Request { id, method }) if method == "tools/list" => {
+                Some((jsonrpc::id_key(&id), Shared::screen_tools as Rewrite))
+            }
+            _ => None,
+        })
         .collect()
 }
 
@@ -217,14 +302,39 @@ impl Shared {
                     self.initialize(text, message, id).await;
                 }
                 Ok(Kind::Notification { method }) if method == "notifications/initialized" => {
-                    self.post(text, Ids::new()).await;
-                    self.start_get_stream();
+                    self.post(text, Ids::new(), Rewrites::new()).await;
+                    self.open_get_stream().await;
                 }
+                Ok(Kind::Request { id, method }) if stateless_version(&message).is_some() => {
+                    let ids = ids_of(&message);
+                    let key = jsonrpc::id_key(&id);
+                    let shared = self.clone();
+                    let finished = key.clone();
+                    // Held while spawning, so that the task's own removal comes after this insert.
+                    let mut in_flight = lock(&self.stateless);
+                    let task = self.tasks.spawn(async move {
+                        shared.post_stateless(text, message, method, ids).await;
+                        lock(&shared.stateless).remove(&finished);
+                    });
+                    if let Some(task) = task {
+                        in_flight.insert(key, task);
+                    }
+                }
+                // A 2026-07-28 request is cancelled by closing its stream, not by a message.
+                Ok(Kind::Notification { method })
+                    if method == "notifications/cancelled"
+                        && message
+                            .pointer("/params/requestId")
+                            .map(jsonrpc::id_key)
+                            .and_then(|key| lock(&self.stateless).remove(&key))
+                            .map(|task| task.abort())
+                            .is_some() => {}
                 _ => {
                     let ids = ids_of(&message);
+                    let rewrites = rewrites_of(&message);
                     let shared = self.clone();
                     self.tasks
-                        .spawn(async move { shared.post(text, ids).await });
+                        .spawn(async move { shared.post(text, ids, rewrites).await });
                 }
             }
         }
@@ -302,7 +412,8 @@ impl Shared {
             return self.die(why);
         }
         self.remember_session(&response);
-        self.read_answer(response, ids, None).await;
+        self.read_answer(response, ids, &Rewrites::new(), None)
+            .await;
     }
 
     /// Switches this pump to the 2024-11-05 transport on the same URL and replays `initialize`.
@@ -351,8 +462,8 @@ impl Shared {
         }
     }
 
-    /// Posts one message (not `initialize`) and delivers its answer.
-    async fn post(self: &Arc<Self>, text: String, ids: Ids) {
+    /// Posts one message (not `initialize`) and delivers its answer, rewritten by `rewrites`.
+    async fn post(self: &Arc<Self>, text: String, ids: Ids, rewrites: Rewrites) {
         for attempt in 0..2 {
             let (request, generation, had_session) = self.post_request(text.clone(), true);
             let mut response = match request.send().await {
@@ -383,9 +494,88 @@ impl Shared {
                 }
                 return;
             }
-            self.read_answer(response, ids, None).await;
+            self.read_answer(response, ids, &rewrites, None).await;
             return;
         }
+    }
+
+    /// Posts one 2026-07-28 request: no session, the revision, method and name in the standard
+    /// headers, and for `tools/call` the `Mcp-Param-*` headers its tool designates (SEP-2243). A server refuses such a request with an HTTP error whose body is the
+    /// JSON-RPC error (an unsupported revision, a header mismatch): that error is what the host
+    /// gets, so that it can choose another revision or fall back to `initialize`.
+    async fn post_stateless(
+        self: &Arc<Self>,
+        text: String,
+        message: Value,
+        method: String,
+        ids: Ids,
+    ) {
+        let version = stateless_version(&message).unwrap_or_default().to_owned();
+        let mut request = self
+            .http
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .header(VERSION_HEADER, version)
+            .header(METHOD_HEADER, method.as_str());
+        let name = match method.as_str() {
+            "tools/call" | "prompts/get" => message.pointer("/params/name"),
+            "resources/read" => message.pointer("/params/uri"),
+            _ => None,
+        };
+        if let Some(name) = name.and_then(Value::as_str) {
+            request = request.header(NAME_HEADER, header_value(name));
+        }
+        if method == "tools/call" {
+            // Replaces any configured header of the same name.
+            request = request.headers(self.param_headers(&message));
+        }
+        let rewrites = rewrites_of(&message);
+        let mut response = match request.body(text).send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let why = format!("POST {} failed: {}", self.url, client::describe(&error));
+                self.fail(&ids, &why);
+                if client::is_unreachable(&error) {
+                    self.die(why);
+                }
+                return;
+            }
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let body = client::read_capped(&mut response, 64 * 1024)
+                .await
+                .unwrap_or_default();
+            let answer = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .filter(|answer| {
+                    answer.get("error").is_some()
+                        && answer
+                            .get("id")
+                            .is_some_and(|id| ids.contains_key(&jsonrpc::id_key(id)))
+                });
+            match answer {
+                Some(answer) => {
+                    self.inbox.message(answer.to_string());
+                }
+                None => {
+                    let why = format!(
+                        "HTTP {} from {}: {}",
+                        status.as_u16(),
+                        self.url,
+                        client::excerpt(&body)
+                    );
+                    self.fail(&ids, &why);
+                    if status == StatusCode::UNAUTHORIZED {
+                        self.die(why);
+                    }
+                }
+            }
+            return;
+        }
+        self.read_answer(response, ids, &rewrites, None).await;
     }
 
     /// Starts a new session after the old one expired (HTTP 404), unless another task already
@@ -441,7 +631,9 @@ impl Shared {
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
         let ids: Ids = [(key.clone(), id)].into_iter().collect();
-        let answer = self.read_answer(response, ids, Some(&key)).await;
+        let answer = self
+            .read_answer(response, ids, &Rewrites::new(), Some(&key))
+            .await;
         let Some(answer) = answer else {
             return Err(failed("no initialize response".to_owned()));
         };
@@ -472,7 +664,7 @@ impl Shared {
             Err(error) => return Err(failed(client::describe(&error))),
         }
         lock(&self.session).generation += 1;
-        self.start_get_stream();
+        self.open_get_stream().await;
         Ok(())
     }
 
@@ -491,5 +683,26 @@ impl Shared {
                 ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn header_values_are_literal_or_base64() {
+        assert_eq!(header_value("get_weather"), "get_weather");
+        assert_eq!(
+            header_value("file:///path/to/file%20name.txt"),
+            "file:///path/to/file%20name.txt"
+        );
+        assert_eq!(header_value("héllo"), "=?base64?aMOpbGxv?=");
+        assert_eq!(header_value(" a"), "=?base64?IGE=?=");
+        assert_eq!(header_value(""), "");
+        assert_eq!(header_value("a\tb"), "=?base64?YQli?=");
+        assert_eq!(header_value("=?base64?x?="), "=?base64?PT9iYXNlNjQ/eD89?=");
+        assert_eq!(base64_encode(b"ab"), "YWI=");
+        assert_eq!(base64_encode(b"abc"), "YWJj");
     }
 }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod ask;
 mod common;
 mod http;
 mod sse;

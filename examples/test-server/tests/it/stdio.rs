@@ -18,7 +18,7 @@ use crate::common::{
     try_call,
 };
 
-const NORMAL_TOOLS: [&str; 18] = [
+const NORMAL_TOOLS: [&str; 19] = [
     "echo",
     "add",
     "slow",
@@ -37,6 +37,7 @@ const NORMAL_TOOLS: [&str; 18] = [
     "spawn_grandchild",
     "hang",
     "cancelled_count",
+    "ask",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,16 +13,29 @@ use runbyte_http_common::{
 };
 use runbyte_plugin_api::{LogLevel, log};
 use serde_json::Value;
+use tokio::sync::oneshot;
 
-use super::{Ids, LAST_EVENT_HEADER, MAX_GET_FAILURES, MAX_RESUMES, Shared};
+use super::{
+    DEFAULT_RETRY, GET_OPEN_TIMEOUT, Ids, LAST_EVENT_HEADER, MAX_GET_FAILURES, MAX_RESUMES,
+    MAX_RETRY, MIN_RETRY, Rewrites, Shared,
+};
+
+/// How long to wait before reconnecting a stream: the server's `retry:` (in milliseconds), else
+/// [`DEFAULT_RETRY`]; never less than [`MIN_RETRY`] nor more than [`MAX_RETRY`].
+fn reconnection_delay(retry_ms: Option<u64>) -> Duration {
+    retry_ms
+        .map_or(DEFAULT_RETRY, Duration::from_millis)
+        .clamp(MIN_RETRY, MAX_RETRY)
+}
 
 impl Shared {
-    /// Reads a successful POST's answer and delivers its messages. A response whose id is
-    /// `intercept` is returned instead of delivered.
+    /// Reads a successful POST's answer and delivers its messages, the responses in `rewrites`
+    /// rewritten first. A response whose id is `intercept` is returned instead of delivered.
     pub(super) async fn read_answer(
         self: &Arc<Self>,
         mut response: Response,
         ids: Ids,
+        rewrites: &Rewrites,
         intercept: Option<&str>,
     ) -> Option<Value> {
         if response.status() == StatusCode::ACCEPTED
@@ -31,7 +44,7 @@ impl Shared {
             return None;
         }
         if client::content_type_is(&response, "text/event-stream") {
-            return self.read_stream(response, ids, intercept).await;
+            return self.read_stream(response, ids, rewrites, intercept).await;
         }
         if !client::content_type_is(&response, "application/json") {
             if !ids.is_empty() {
@@ -78,7 +91,7 @@ impl Shared {
         let mut waiting = ids;
         let mut intercepted = None;
         for message in jsonrpc::split(value) {
-            if let Some(message) = self.deliver(message, &mut waiting, intercept) {
+            if let Some(message) = self.deliver(message, &mut waiting, rewrites, intercept) {
                 intercepted = Some(message);
             }
         }
@@ -91,12 +104,13 @@ impl Shared {
         intercepted
     }
 
-    /// Delivers one message to the host, noting the responses in `waiting`. Returns it instead
-    /// when it is the response to `intercept`.
+    /// Delivers one message to the host, noting the responses in `waiting` and rewriting those
+    /// in `rewrites`. Returns it instead when it is the response to `intercept`.
     pub(super) fn deliver(
         &self,
-        message: Value,
+        mut message: Value,
         waiting: &mut Ids,
+        rewrites: &Rewrites,
         intercept: Option<&str>,
     ) -> Option<Value> {
         if let Some(id) = jsonrpc::response_id(&message) {
@@ -104,6 +118,9 @@ impl Shared {
             waiting.remove(&key);
             if intercept == Some(key.as_str()) {
                 return Some(message);
+            }
+            if let Some(rewrite) = rewrites.get(&key) {
+                rewrite(self, &mut message);
             }
             let mut session = lock(&self.session);
             let is_initialize = session
@@ -124,18 +141,23 @@ impl Shared {
     }
 
     /// Reads an SSE answer until every request in `ids` is answered. A stream that breaks first
-    /// is resumed with `Last-Event-ID` when the server numbered its events.
+    /// is resumed with a GET carrying `Last-Event-ID` when the server numbered its events, after
+    /// the reconnection time the server asked for with `retry:` (SEP-1699).
     pub(super) async fn read_stream(
         self: &Arc<Self>,
         mut response: Response,
         ids: Ids,
+        rewrites: &Rewrites,
         intercept: Option<&str>,
     ) -> Option<Value> {
         let expected = !ids.is_empty();
         let mut waiting = ids;
         let mut intercepted = None;
         let mut reader = EventReader::new(self.max_bytes);
+        // Both outlive the connection they were seen on, as in an `EventSource`.
         let mut last_id: Option<String> = None;
+        let mut retry_ms: Option<u64> = None;
+        // Consecutive reconnections without an event in between.
         let mut resumes = 0;
         loop {
             if expected && waiting.is_empty() {
@@ -143,9 +165,8 @@ impl Shared {
             }
             match reader.next(&mut response).await {
                 Ok(event) => {
-                    if event.id.is_some() {
-                        last_id = event.id.clone();
-                    }
+                    resumes = 0;
+                    // Priming events (an id, maybe `retry:`, and empty data) carry no message.
                     if event.event != "message" || event.data.trim().is_empty() {
                         continue;
                     }
@@ -153,7 +174,7 @@ impl Shared {
                         Ok(value) => {
                             for message in jsonrpc::split(value) {
                                 if let Some(message) =
-                                    self.deliver(message, &mut waiting, intercept)
+                                    self.deliver(message, &mut waiting, rewrites, intercept)
                                 {
                                     intercepted = Some(message);
                                 }
@@ -172,24 +193,29 @@ impl Shared {
                     if !expected || waiting.is_empty() {
                         return intercepted;
                     }
-                    let resumable = !matches!(end, StreamEnd::TooLarge(_));
-                    if let Some(last) = last_id
-                        .clone()
-                        .filter(|_| resumable && resumes < MAX_RESUMES)
-                    {
-                        resumes += 1;
-                        let delay = reader.retry_ms().unwrap_or(500).min(30_000);
-                        tokio::time::sleep(Duration::from_millis(delay)).await;
-                        if let Some(resumed) = self.resume(&last).await {
-                            response = resumed;
-                            reader = EventReader::new(self.max_bytes);
-                            continue;
-                        }
+                    // The decoder's own record: it also counts an `id:` whose event had no data.
+                    if let Some(id) = reader.last_event_id() {
+                        last_id = Some(id.to_owned()).filter(|id| !id.is_empty());
                     }
+                    retry_ms = reader.retry_ms().or(retry_ms);
+                    let why = match (&end, last_id.as_deref()) {
+                        (StreamEnd::TooLarge(_), _) => end.to_string(),
+                        (_, None) => format!("{end}; it cannot be resumed without an event id"),
+                        (_, Some(last)) => {
+                            match self.resume_after(last, retry_ms, &mut resumes).await {
+                                Ok(resumed) => {
+                                    response = resumed;
+                                    reader = EventReader::new(self.max_bytes);
+                                    continue;
+                                }
+                                Err(why) => format!("{end}; resuming it failed: {why}"),
+                            }
+                        }
+                    };
                     self.fail(
                         &waiting,
                         &format!(
-                            "the answer stream from {} ended before the response ({end})",
+                            "the answer stream from {} ended before the response ({why})",
                             self.url
                         ),
                     );
@@ -199,34 +225,105 @@ impl Shared {
         }
     }
 
-    /// Reopens a broken stream with a GET carrying `Last-Event-ID`.
-    pub(super) async fn resume(&self, last_id: &str) -> Option<Response> {
+    /// Reconnects a broken answer stream whose last event id was `last_id`: waits the
+    /// reconnection time ([`reconnection_delay`] of `retry_ms`) before each attempt, and tries
+    /// again after a failure that may pass, until `resumes` reaches [`MAX_RESUMES`].
+    async fn resume_after(
+        &self,
+        last_id: &str,
+        retry_ms: Option<u64>,
+        resumes: &mut u32,
+    ) -> Result<Response, String> {
+        let delay = reconnection_delay(retry_ms);
+        let mut why = "too many reconnections".to_owned();
+        while *resumes < MAX_RESUMES {
+            *resumes += 1;
+            tokio::time::sleep(delay).await;
+            match self.resume(last_id).await {
+                Ok(response) => return Ok(response),
+                Err((failure, again)) => {
+                    log(
+                        LogLevel::Debug,
+                        &format!(
+                            "server `{}`: resuming an answer stream after event `{last_id}` failed: {failure}",
+                            self.name
+                        ),
+                    );
+                    why = failure;
+                    if !again {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(why)
+    }
+
+    /// Reopens a broken stream with a GET carrying the session headers and `Last-Event-ID`.
+    /// A failure says why, and whether another attempt may succeed.
+    pub(super) async fn resume(&self, last_id: &str) -> Result<Response, (String, bool)> {
         let request = self
             .http
             .get(self.url.clone())
             .headers(self.headers.clone())
             .header(ACCEPT, "text/event-stream")
             .header(LAST_EVENT_HEADER, last_id);
-        let response = self.session_headers(request).send().await.ok()?;
-        (response.status().is_success() && client::content_type_is(&response, "text/event-stream"))
-            .then_some(response)
+        let mut response = self
+            .session_headers(request)
+            .send()
+            .await
+            .map_err(|error| (client::describe(&error), !client::is_unreachable(&error)))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = client::error_excerpt(&mut response).await;
+            return Err((
+                format!("HTTP {}: {body}", status.as_u16()),
+                status.is_server_error(),
+            ));
+        }
+        if !client::content_type_is(&response, "text/event-stream") {
+            return Err(("the answer is not an event stream".to_owned(), false));
+        }
+        Ok(response)
     }
 
-    /// Opens (or reopens) the GET stream for server-initiated messages.
-    pub(super) fn start_get_stream(self: &Arc<Self>) {
+    /// Opens (or reopens) the GET stream for server-initiated messages, and waits until the
+    /// server answered its first request (whatever the answer) or [`GET_OPEN_TIMEOUT`] passed.
+    /// Some servers send the requests that belong to no call (an `elicitation/create` without a
+    /// related request) only on an open GET stream, and drop them when there is none: the
+    /// messages after `notifications/initialized` must not overtake the stream.
+    pub(super) async fn open_get_stream(self: &Arc<Self>) {
         if lock(&self.legacy).is_some() {
             return;
         }
+        let (opened, answered) = oneshot::channel();
         let shared = self.clone();
-        let handle = self.tasks.spawn(async move { shared.get_stream().await });
+        let handle = self
+            .tasks
+            .spawn(async move { shared.get_stream(Some(opened)).await });
         if let Some(previous) = std::mem::replace(&mut *lock(&self.get_stream), handle) {
             previous.abort();
         }
+        // An error means the task ended (or never ran) without answering: nothing to wait for.
+        if tokio::time::timeout(GET_OPEN_TIMEOUT, answered)
+            .await
+            .is_err()
+        {
+            log(
+                LogLevel::Debug,
+                &format!(
+                    "server `{}`: no answer to the GET stream within {GET_OPEN_TIMEOUT:?}; going on",
+                    self.name
+                ),
+            );
+        }
     }
 
-    pub(super) async fn get_stream(self: Arc<Self>) {
+    /// The GET stream's task; `opened` is told when the first request was answered (or failed).
+    pub(super) async fn get_stream(self: Arc<Self>, mut opened: Option<oneshot::Sender<()>>) {
         let mut failures = 0;
         let mut last_id: Option<String> = None;
+        let mut retry_ms: Option<u64> = None;
         loop {
             let mut request = self
                 .http
@@ -236,8 +333,12 @@ impl Shared {
             if let Some(last) = &last_id {
                 request = request.header(LAST_EVENT_HEADER, last.as_str());
             }
-            let mut delay_ms = 1000;
-            match self.session_headers(request).send().await {
+            let mut delay = DEFAULT_RETRY;
+            let answer = self.session_headers(request).send().await;
+            if let Some(opened) = opened.take() {
+                let _ = opened.send(());
+            }
+            match answer {
                 Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                     log(
                         LogLevel::Debug,
@@ -256,9 +357,6 @@ impl Shared {
                     let end = loop {
                         match reader.next(&mut response).await {
                             Ok(event) => {
-                                if event.id.is_some() {
-                                    last_id = event.id.clone();
-                                }
                                 if event.event == "message" && !event.data.trim().is_empty() {
                                     runbyte_http_common::legacy::deliver(
                                         &self.inbox,
@@ -270,6 +368,10 @@ impl Shared {
                             Err(end) => break end,
                         }
                     };
+                    if let Some(id) = reader.last_event_id() {
+                        last_id = Some(id.to_owned()).filter(|id| !id.is_empty());
+                    }
+                    retry_ms = reader.retry_ms().or(retry_ms);
                     log(
                         // An oversized event is worth the operator's attention; a stream
                         // the server ended is routine.
@@ -282,7 +384,7 @@ impl Shared {
                             self.name
                         ),
                     );
-                    delay_ms = reader.retry_ms().unwrap_or(1000).min(30_000);
+                    delay = reconnection_delay(retry_ms);
                 }
                 Ok(response) => {
                     failures += 1;
@@ -318,9 +420,22 @@ impl Shared {
                 return;
             }
             if failures > 0 {
-                delay_ms = (1000u64 << failures.min(5)).min(30_000);
+                delay = (DEFAULT_RETRY * (1 << failures.min(5))).min(MAX_RETRY);
             }
-            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            tokio::time::sleep(delay).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reconnection_delay_is_the_servers_retry_within_bounds() {
+        assert_eq!(reconnection_delay(Some(500)), Duration::from_millis(500));
+        assert_eq!(reconnection_delay(None), Duration::from_secs(1));
+        assert_eq!(reconnection_delay(Some(0)), Duration::from_millis(100));
+        assert_eq!(reconnection_delay(Some(u64::MAX)), Duration::from_secs(30));
     }
 }
