@@ -28,6 +28,9 @@ pub enum StartError {
     /// The audit log could not be opened.
     #[error("{0}")]
     Audit(String),
+    /// The `requestState` signing key could not be read.
+    #[error("[server] state-key-file: {0}")]
+    StateKey(String),
 }
 
 /// Everything a running Runbyte holds.
@@ -81,13 +84,12 @@ impl Gateway {
             .map(|name| plugin::open_policy(&search, name, &config.policy_table(name)))
             .collect::<Result<Vec<_>, _>>()?;
         let audit = AuditLog::from_config(&config).map_err(StartError::Audit)?;
-        Ok(Self::assemble(
-            config,
-            search,
-            Some(dialect),
-            policies,
-            audit,
-        ))
+        let gateway = Self::assemble(config, search, Some(dialect), policies, audit);
+        // A key file that cannot be used is a start-up error, not a surprise at the first pause.
+        if gateway.config.server.state_key_file.is_some() {
+            gateway.paused().map_err(StartError::StateKey)?;
+        }
+        Ok(gateway)
     }
 
     fn assemble(
@@ -123,9 +125,29 @@ impl Gateway {
     /// [`crate::relay`]), made on first use.
     pub fn paused(&self) -> Result<&Paused<CallToolResult>, String> {
         self.paused
-            .get_or_init(|| Paused::new(PAUSED_KEEP))
+            .get_or_init(|| Paused::new(PAUSED_KEEP, self.state_key()?))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The shared `requestState` signing key, when `[server] state-key-file` names one.
+    fn state_key(&self) -> Result<Option<Vec<u8>>, String> {
+        let Some(path) = &self.config.server.state_key_file else {
+            return Ok(None);
+        };
+        let text = crate::config::read_private(path, "state key file")
+            .map_err(|e| format!("cannot read the state key file {}: {e}", path.display()))??;
+        let key = text.trim().as_bytes().to_vec();
+        if key.len() < 32 {
+            return Err(format!(
+                "the state key in {} is too short (at least 32 characters; make one with \
+                 `head -c 32 /dev/urandom | base64 > {} && chmod 600 {}`)",
+                path.display(),
+                path.display(),
+                path.display()
+            ));
+        }
+        Ok(Some(key))
     }
 
     /// The sandbox, its worker pool started on first use.

@@ -222,9 +222,11 @@ pub struct Waiting<T> {
 }
 
 /// Executions of 2026-07-28 clients that wait for an answer, by the key in their signed
-/// `requestState`.
+/// `requestState`. The state also names the process (`replica`) that holds the execution, so a
+/// retry that reaches another replica sharing the signing key is told where it belongs.
 pub struct Paused<T> {
     codec: RequestStateCodec,
+    replica: String,
     waiting: Mutex<HashMap<String, Waiting<T>>>,
     /// Bound on each entry's life: past it, the execution has timed out anyway.
     keep: Duration,
@@ -234,15 +236,29 @@ pub struct Paused<T> {
 const KEY_PREFIX: &str = "runbyte-execution:";
 
 impl<T> Paused<T> {
-    /// An empty table whose states are signed with a fresh random key (one per process: a
-    /// state minted by another process is refused by name).
-    pub fn new(keep: Duration) -> Result<Self, String> {
-        let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| format!("cannot make a signing key: {e}"))?;
+    /// An empty table whose states are signed with `secret` (from `[server] state-key-file`),
+    /// or with a fresh random key of this process's own when there is none.
+    pub fn new(keep: Duration, secret: Option<Vec<u8>>) -> Result<Self, String> {
+        let secret = match secret {
+            Some(secret) => secret,
+            None => {
+                let mut random = vec![0u8; 32];
+                getrandom::fill(&mut random)
+                    .map_err(|e| format!("cannot make a signing key: {e}"))?;
+                random
+            }
+        };
         let codec = RequestStateCodec::try_new(secret)
-            .map_err(|e| format!("cannot make a signing key: {e}"))?;
+            .map_err(|e| format!("the requestState signing key is not usable: {e}"))?;
+        let mut tag = [0u8; 6];
+        getrandom::fill(&mut tag).map_err(|e| format!("cannot name this process: {e}"))?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|name| name.trim().to_owned())
+            .unwrap_or_default();
+        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         Ok(Paused {
             codec,
+            replica: format!("{host}/{}/{tag}", std::process::id()),
             waiting: Mutex::new(HashMap::new()),
             keep,
         })
@@ -265,7 +281,7 @@ impl<T> Paused<T> {
 
     fn seal(&self, key: &str) -> String {
         self.codec.seal_with(
-            format!("{KEY_PREFIX}{key}").as_bytes(),
+            format!("{KEY_PREFIX}{}|{key}", self.replica).as_bytes(),
             &SealOptions::new().ttl(STATE_TTL),
         )
     }
@@ -284,14 +300,22 @@ impl<T> Paused<T> {
     pub fn resume(&self, state: &str) -> Result<(String, Waiting<T>), String> {
         let payload = self.codec.open(state).map_err(|error| {
             format!(
-                "the requestState is not one this Runbyte process issued, or it was altered \
-                 ({error})"
+                "the requestState was not issued by this Runbyte (nor a replica sharing its \
+                 state-key-file), or it was altered ({error})"
             )
         })?;
-        let key = std::str::from_utf8(&payload)
+        let (replica, key) = std::str::from_utf8(&payload)
             .ok()
             .and_then(|text| text.strip_prefix(KEY_PREFIX))
+            .and_then(|text| text.split_once('|'))
             .ok_or("the requestState does not name an execution")?;
+        if replica != self.replica {
+            return Err(format!(
+                "the execution this answer belongs to waits in another Runbyte process \
+                 (`{replica}`); a paused execution resumes only where it paused: route this \
+                 client's retries to that replica"
+            ));
+        }
         let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
         let waiting = table.remove(key).ok_or_else(|| {
             "the execution this answer belongs to has ended (it ran out of time, or it was \
@@ -507,7 +531,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_paused_execution_is_found_by_its_state_and_only_once() {
-        let paused: Paused<u32> = Paused::new(Duration::from_secs(60)).unwrap();
+        let paused: Paused<u32> = Paused::new(Duration::from_secs(60), None).unwrap();
         let (answer, _answered) = oneshot::channel();
         let (_events_tx, events) = mpsc::channel(1);
         let waiting = Waiting::new(elicit("q"), answer, events, CancellationToken::new());
@@ -520,13 +544,23 @@ mod tests {
             .resume(std::str::from_utf8(&altered).unwrap())
             .err()
             .unwrap();
-        assert!(
-            error.contains("not one this Runbyte process issued"),
-            "{error}"
-        );
+        assert!(error.contains("not issued by this Runbyte"), "{error}");
         // Another process's key: refused too.
-        let other: Paused<u32> = Paused::new(Duration::from_secs(60)).unwrap();
+        let other: Paused<u32> = Paused::new(Duration::from_secs(60), None).unwrap();
         assert!(other.resume(&state).is_err());
+        // Another process with the same key: told where the execution waits.
+        let secret = b"a shared key of thirty-two bytes!".to_vec();
+        let (one, two): (Paused<u32>, Paused<u32>) = (
+            Paused::new(Duration::from_secs(60), Some(secret.clone())).unwrap(),
+            Paused::new(Duration::from_secs(60), Some(secret)).unwrap(),
+        );
+        let (answer, _answered) = oneshot::channel();
+        let (_events_tx, events) = mpsc::channel(1);
+        let waiting = Waiting::new(elicit("q"), answer, events, CancellationToken::new());
+        let shared = one.pause("k2".to_owned(), waiting).unwrap();
+        let error = two.resume(&shared).err().unwrap();
+        assert!(error.contains("another Runbyte process"), "{error}");
+        assert!(one.resume(&shared).is_ok());
         let (key, _) = paused.resume(&state).unwrap();
         assert_eq!(key, "k1");
         let error = paused.resume(&state).err().unwrap();

@@ -13,6 +13,7 @@ mod hub;
 mod listeners;
 mod plugins;
 mod relay;
+mod replicas;
 mod secrets;
 mod serve;
 mod sessions;

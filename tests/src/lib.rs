@@ -190,6 +190,27 @@ pub fn test_dep(relative: &str) -> Option<PathBuf> {
     None
 }
 
+/// A program installed on the system (`nginx`): from `PATH`, or `/usr/sbin`. Missing: `None`
+/// (skipped), or a failure under `RUNBYTE_REQUIRE_TEST_DEPS=1`.
+pub fn system_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file());
+    if found.is_some() {
+        return found;
+    }
+    let message =
+        format!("`{name}` is not installed; run scripts/test-deps (as root, it installs it)");
+    assert!(
+        std::env::var("RUNBYTE_REQUIRE_TEST_DEPS").as_deref() != Ok("1"),
+        "{message}"
+    );
+    eprintln!("SKIPPED: {message}");
+    None
+}
+
 /// `@modelcontextprotocol/server-everything`'s entry point, if installed.
 pub fn server_everything() -> Option<PathBuf> {
     test_dep("node_modules/@modelcontextprotocol/server-everything/dist/index.js")

@@ -6,6 +6,9 @@
 //! the file's own folder.
 
 mod expand;
+mod private;
+
+pub use private::read_private;
 mod import;
 mod locate;
 #[cfg(test)]
@@ -96,6 +99,10 @@ pub struct ServerSection {
     /// The bearer-token file for network listeners; created (mode 0600) when missing. Required
     /// whenever `bind` is not a loopback address.
     pub auth_token_file: Option<PathBuf>,
+    /// The key (32 bytes or more, mode 0600) that signs the `requestState` of paused
+    /// executions; replicas behind one balancer share it. Without it each process signs with a
+    /// random key of its own.
+    pub state_key_file: Option<PathBuf>,
     /// Extra Host names the network listeners accept (loopback names always are).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
@@ -114,6 +121,7 @@ impl Default for ServerSection {
             listen: default_listen(),
             bind: None,
             auth_token_file: None,
+            state_key_file: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: None,
@@ -400,6 +408,9 @@ impl Config {
             load.path = resolve(&base, &load.path);
         }
         if let Some(file) = &mut self.server.auth_token_file {
+            *file = resolve(&base, file);
+        }
+        if let Some(file) = &mut self.server.state_key_file {
             *file = resolve(&base, file);
         }
         if let Some(file) = &mut self.server.audit_log {

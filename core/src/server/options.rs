@@ -35,7 +35,7 @@ pub fn is_loopback(bind: &str) -> bool {
 /// token when it does not exist. An existing file that anyone but its owner may read or write
 /// is refused: the token may already be known, and changing the mode would not unknow it.
 pub fn token_from_file(path: &Path) -> Result<String, String> {
-    match read_private(path) {
+    match crate::config::read_private(path, "token file") {
         Ok(text) => {
             let text = text?;
             let token = text.trim().to_owned();
@@ -75,28 +75,6 @@ pub fn token_from_file(path: &Path) -> Result<String, String> {
             path.display()
         )),
     }
-}
-
-/// The text of the file at `path`, read through the descriptor whose mode was checked; the
-/// outer error is the file's absence or unreadability, the inner one a mode that lets others in.
-fn read_private(path: &Path) -> std::io::Result<Result<String, String>> {
-    let mut file = std::fs::File::open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = file.metadata()?.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Ok(Err(format!(
-                "the token file {} is open to other users (mode {mode:04o}); make it private \
-                 with `chmod 600 {}`, and replace the token if others may have read it",
-                path.display(),
-                path.display()
-            )));
-        }
-    }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut file, &mut text)?;
-    Ok(Ok(text))
 }
 
 /// The listener options for `listen`, from the configuration and the command line's overrides.

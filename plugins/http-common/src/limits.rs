@@ -45,6 +45,9 @@ pub struct ListenLimits {
     pub header_timeout: Duration,
     pub body_timeout: Duration,
     pub max_body_bytes: usize,
+    /// Put before every session id this listener mints (`session-id-prefix`, e.g. `r1.`), so
+    /// that a balancer can send a session's requests to the replica that holds it.
+    pub session_id_prefix: String,
 }
 
 impl Default for ListenLimits {
@@ -59,6 +62,7 @@ impl Default for ListenLimits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_body_bytes: crate::DEFAULT_MAX_BODY_BYTES,
+            session_id_prefix: String::new(),
         }
     }
 }
@@ -97,11 +101,13 @@ pub struct LimitOptions {
     pub body_timeout_ms: Option<u64>,
     #[serde(default)]
     pub max_body_bytes: Option<usize>,
+    #[serde(default)]
+    pub session_id_prefix: Option<String>,
 }
 
 impl LimitOptions {
     /// Every key [`LimitOptions`] reads.
-    pub const KEYS: [&str; 9] = [
+    pub const KEYS: [&str; 10] = [
         "max-sessions",
         "max-sessions-per-peer",
         "session-idle-timeout-ms",
@@ -111,6 +117,7 @@ impl LimitOptions {
         "header-timeout-ms",
         "body-timeout-ms",
         "max-body-bytes",
+        "session-id-prefix",
     ];
 
     /// Parses a transport's table, which holds these keys and nothing else.
@@ -176,7 +183,27 @@ impl LimitOptions {
             )?,
             body_timeout: millis(self.body_timeout_ms, "body-timeout-ms", base.body_timeout)?,
             max_body_bytes: count(self.max_body_bytes, "max-body-bytes", base.max_body_bytes)?,
+            session_id_prefix: match &self.session_id_prefix {
+                Some(prefix) => session_id_prefix(prefix)?,
+                None => base.session_id_prefix.clone(),
+            },
         })
+    }
+}
+
+/// A session id prefix as configured: at most 32 of `A-Z a-z 0-9 . _ -` (visible ASCII, so the
+/// ids stay valid header values).
+fn session_id_prefix(prefix: &str) -> Result<String, String> {
+    let valid = prefix.len() <= 32
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(prefix.to_owned())
+    } else {
+        Err(format!(
+            "session-id-prefix `{prefix}` must be at most 32 letters, digits, `.`, `_` or `-`"
+        ))
     }
 }
 

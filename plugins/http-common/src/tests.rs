@@ -404,7 +404,11 @@ fn limits_have_documented_defaults_and_options_override_the_transport_table() {
         .err()
         .unwrap();
     assert!(unknown.contains("unknown key `max-session`"), "{unknown}");
-    for key in LimitOptions::KEYS {
+    // Every key but the session id prefix (a string) is a count or a time: zero is refused.
+    for key in LimitOptions::KEYS
+        .into_iter()
+        .filter(|key| *key != "session-id-prefix")
+    {
         let zero = LimitOptions::from_transport_table(&format!(r#"{{"{key}": 0}}"#), "table")
             .unwrap()
             .apply(&defaults)
@@ -412,6 +416,14 @@ fn limits_have_documented_defaults_and_options_override_the_transport_table() {
             .unwrap();
         assert!(zero.contains(key), "{zero}");
     }
+    let prefix = |text: &str| {
+        LimitOptions::from_transport_table(&format!(r#"{{"session-id-prefix": "{text}"}}"#), "t")
+            .unwrap()
+            .apply(&defaults)
+    };
+    assert_eq!(prefix("r1.").unwrap().session_id_prefix, "r1.");
+    assert!(prefix("r 1").unwrap_err().contains("session-id-prefix"));
+    assert!(prefix(&"x".repeat(33)).is_err());
 }
 
 #[test]

@@ -11,6 +11,10 @@
 //!   without the server noticing can always get a new one, and no message goes to two streams.
 //! - `DELETE` ends the session.
 //!
+//! `GET /healthz` (liveness) and `GET /readyz` (readiness: 503 once the listener is closing)
+//! answer without a token or an allowed `Host`, and say nothing but that; they never reach the
+//! host or a downstream server.
+//!
 //! A session starts with an `initialize` POST (its answer carries `Mcp-Session-Id`, 128 random
 //! bits); every later request must carry that id (missing: 400; unknown or ended: 404).
 //!
@@ -68,6 +72,10 @@ const NO_BATCHES_FROM: &str = "2025-06-18";
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const METHODS: &str = "GET, POST, DELETE, OPTIONS";
+/// Liveness probe path (answered before the security rules, see [`Probe`]).
+const HEALTH_PATH: &str = "/healthz";
+/// Readiness probe path.
+const READY_PATH: &str = "/readyz";
 
 /// Starts the listener; `base` holds the limits from the transport's table, which the
 /// options' own limit keys override.
@@ -173,6 +181,14 @@ struct State {
 
 impl Handler for State {
     async fn handle(self: Arc<Self>, request: Request, peer: SocketAddr) -> Response<Body> {
+        // Probes (a load balancer's, Kubernetes') carry no token and name the pod's address as
+        // the host: these two answer before the security rules, and say nothing but whether
+        // this process serves.
+        if request.method() == Method::GET
+            && let Some(probe) = Probe::of(request.uri().path())
+        {
+            return self.probe(probe);
+        }
         let origin = match server::screen(&self.guard, request.method(), request.headers(), METHODS)
         {
             Ok(origin) => origin,
@@ -216,7 +232,40 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).map(|value| value.to_str().unwrap_or(""))
 }
 
+/// The two probe endpoints.
+#[derive(Clone, Copy)]
+enum Probe {
+    /// `GET /healthz`: the process serves HTTP (liveness).
+    Health,
+    /// `GET /readyz`: it takes new requests (readiness); 503 once it is shutting down, so that
+    /// a balancer stops sending it work before it stops.
+    Ready,
+}
+
+impl Probe {
+    fn of(path: &str) -> Option<Probe> {
+        match path {
+            HEALTH_PATH => Some(Probe::Health),
+            READY_PATH => Some(Probe::Ready),
+            _ => None,
+        }
+    }
+}
+
 impl State {
+    fn probe(&self, probe: Probe) -> Response<Body> {
+        let accepting = lock(&self.accept_tx).is_some();
+        let (status, text) = match probe {
+            Probe::Health => (StatusCode::OK, r#"{"status":"ok"}"#),
+            Probe::Ready if accepting => (StatusCode::OK, r#"{"status":"ready"}"#),
+            Probe::Ready => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                r#"{"status":"shutting down"}"#,
+            ),
+        };
+        server::json_text_response(status, text.to_owned())
+    }
+
     /// Ends the sessions idle past their timeout.
     fn sweep(&self) {
         let now = Instant::now();
@@ -563,6 +612,7 @@ impl State {
                 &error,
             )
         })?;
+        let id = format!("{}{id}", self.limits.session_id_prefix);
         let session = Arc::new(Session::new(id.clone(), Arc::downgrade(self)));
         lock(&self.sessions)
             .insert(id, peer.ip(), session.clone(), &self.limits)

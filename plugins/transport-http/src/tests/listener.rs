@@ -804,3 +804,46 @@ fn raw_chunked_post(port: u16, session: &str, body: &str) -> String {
     BufReader::new(stream).read_line(&mut line).unwrap();
     line
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_answer_without_a_token_or_an_allowed_host_and_readiness_ends_at_close() {
+    let server = Server::start(json!({"auth-token": "a-token-of-sixteen-chars"}));
+    let client = http();
+    let base = format!("http://127.0.0.1:{}", server.port);
+    for path in ["/healthz", "/readyz"] {
+        let response = client
+            .get(format!("{base}{path}"))
+            .header("Host", "10.1.2.3:8080")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    // The MCP endpoint still wants both.
+    let refused = client
+        .post(server.url())
+        .header("Host", "10.1.2.3:8080")
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
+    assert!(refused.status().is_client_error());
+    server.harness.close();
+    let draining = client.get(format!("{base}/readyz")).send().await;
+    if let Ok(response) = draining {
+        assert_eq!(response.status(), 503);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_id_prefix_names_the_replica_and_a_bad_one_is_refused() {
+    let server = Server::start(json!({"session-id-prefix": "r7."}));
+    let id = session_id(&http(), &server.url()).await;
+    assert!(id.starts_with("r7.") && id.len() == 35, "{id}");
+    let transport = HttpTransport::open("{}").unwrap();
+    let error = transport
+        .listen(&json!({"bind": "127.0.0.1:0", "session-id-prefix": "r 7"}).to_string())
+        .err()
+        .unwrap();
+    assert!(error.contains("session-id-prefix"), "{error}");
+}

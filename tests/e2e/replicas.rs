@@ -1,0 +1,298 @@
+//! Three replicas behind nginx (Debian's package), set up as the README's "Run several replicas"
+//! says, from the shipped `deploy/runbyte.toml` and `deploy/nginx.conf`: 2026-07-28 requests
+//! spread round robin and all succeed, a 2025-11-25 session stays with its replica through the
+//! session id's prefix, the probes answer, and killing a replica under load loses only what it
+//! was doing.
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use runbyte_tests::{TempDir, free_port, repo_root, runbyte, system_program};
+use serde_json::{Value, json};
+
+struct Replicas {
+    replicas: Vec<Child>,
+    nginx: Child,
+    front: u16,
+    ports: Vec<u16>,
+    token: String,
+    _dir: TempDir,
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        let _ = self.nginx.kill();
+        let _ = self.nginx.wait();
+        for child in &mut self.replicas {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_listening(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn private(dir: &TempDir, name: &str, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.write(name, text);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+fn start() -> Option<Replicas> {
+    let nginx = system_program("nginx")?;
+    let dir = TempDir::new("replicas");
+    std::fs::create_dir_all(dir.path().join("secrets")).unwrap();
+    let token = "replica-test-token-0123456789abcdef".to_owned();
+    private(&dir, "secrets/token", &token);
+    private(
+        &dir,
+        "secrets/state-key",
+        "a-shared-state-key-of-more-than-32-bytes",
+    );
+    let config = std::fs::read_to_string(repo_root().join("deploy/runbyte.toml")).unwrap();
+    let config = dir.write("runbyte.toml", &config);
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let replicas = ports
+        .iter()
+        .enumerate()
+        .map(|(n, port)| {
+            Command::new(runbyte())
+                .args(["serve", "--config"])
+                .arg(&config)
+                .args(["--bind", &format!("127.0.0.1:{port}")])
+                .env("RUNBYTE_REPLICA", format!("r{}.", n + 1))
+                .env("RUNBYTE_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let front = free_port();
+    let mut conf = std::fs::read_to_string(repo_root().join("deploy/nginx.conf")).unwrap();
+    for (n, port) in ports.iter().enumerate() {
+        conf = conf.replace(
+            &format!("127.0.0.1:300{}", n + 1),
+            &format!("127.0.0.1:{port}"),
+        );
+    }
+    conf = conf.replace("127.0.0.1:8080", &format!("127.0.0.1:{front}"));
+    let conf = dir.write("nginx.conf", &conf);
+    let prefix = dir.path().join("nginx");
+    std::fs::create_dir_all(&prefix).unwrap();
+    let nginx = Command::new(nginx)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-p")
+        .arg(&prefix)
+        .args(["-g", "daemon off; master_process off;"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        // It reports each replica killed below as an error; its log is not the test's.
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let replicas = Replicas {
+        replicas,
+        nginx,
+        front,
+        ports,
+        token,
+        _dir: dir,
+    };
+    for port in replicas.ports.clone() {
+        wait_listening(port, "a replica");
+    }
+    wait_listening(front, "nginx");
+    Some(replicas)
+}
+
+/// One HTTP/1.1 request; the status and the JSON object in the body (if any).
+fn request(port: u16, head: &str, body: &str) -> Result<(u16, String, Value), String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let message = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(message.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no status in {response:?}"))?;
+    let (headers, rest) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let json = match (rest.find('{'), rest.rfind('}')) {
+        (Some(start), Some(end)) => serde_json::from_str(&rest[start..=end]).unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    Ok((status, headers.to_owned(), json))
+}
+
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+/// A 2026-07-28 `execute_code` of `export default <n> * 2` through nginx; the result's text.
+fn execute(replicas: &Replicas, n: usize) -> Result<String, String> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"execute_code","arguments":{{"code":"export default {n} * 2"}},{META}}}}}"#
+    );
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: execute_code",
+        replicas.front, replicas.token
+    );
+    let (status, _, answer) = request(replicas.front, &head, &body)?;
+    if status != 200 {
+        return Err(format!("HTTP {status}: {answer}"));
+    }
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no result text: {answer}"))
+}
+
+/// `threads` clients making `each` executions at once; how many failed, with one reason.
+fn load(replicas: &Arc<Replicas>, threads: usize, each: usize) -> (usize, Option<String>) {
+    let failed = Arc::new(AtomicUsize::new(0));
+    let reason = Arc::new(std::sync::Mutex::new(None));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (replicas, failed, reason) = (replicas.clone(), failed.clone(), reason.clone());
+            std::thread::spawn(move || {
+                for i in 0..each {
+                    let n = t * 1000 + i;
+                    match execute(&replicas, n) {
+                        Ok(text) if text.starts_with(&(n * 2).to_string()) => {}
+                        Ok(text) => {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            *reason.lock().unwrap() = Some(format!("{n}: {text}"));
+                        }
+                        Err(why) => {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            *reason.lock().unwrap() = Some(format!("{n}: {why}"));
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let reason = reason.lock().unwrap().clone();
+    (failed.load(Ordering::SeqCst), reason)
+}
+
+#[test]
+fn replicas_behind_nginx_serve_both_eras_and_survive_losing_one() {
+    let Some(replicas) = start() else {
+        return;
+    };
+    // The probes, on each replica, without a token.
+    for port in &replicas.ports {
+        for path in ["/healthz", "/readyz"] {
+            let (status, _, _) =
+                request(*port, &format!("GET {path} HTTP/1.1\r\nHost: 10.0.0.1"), "").unwrap();
+            assert_eq!(status, 200, "{path} on {port}");
+        }
+    }
+    let replicas = Arc::new(replicas);
+
+    // 200 executions of a 2026-07-28 client, spread by nginx: every one succeeds.
+    let (failed, reason) = load(&replicas, 8, 25);
+    assert_eq!(failed, 0, "{reason:?}");
+
+    // 2025-11-25 sessions: each `initialize` lands on some replica, and every later request
+    // follows the session id's prefix to it.
+    let mut prefixes = std::collections::BTreeSet::new();
+    for i in 0..12 {
+        let host = format!(
+            "Host: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json",
+            replicas.front, replicas.token
+        );
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "replica-test", "version": "1"}}});
+        let (status, headers, _) = request(
+            replicas.front,
+            &format!("POST /mcp HTTP/1.1\r\n{host}"),
+            &initialize.to_string(),
+        )
+        .unwrap();
+        assert_eq!(status, 200, "initialize {i}");
+        let session = headers
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| value.trim().to_owned())
+            })
+            .unwrap();
+        prefixes.insert(session[..3].to_owned());
+        let session_head = format!(
+            "POST /mcp HTTP/1.1\r\n{host}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25"
+        );
+        let (status, _, _) = request(
+            replicas.front,
+            &session_head,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        )
+        .unwrap();
+        assert_eq!(status, 202);
+        for id in 2..5 {
+            let (status, _, answer) = request(
+                replicas.front,
+                &session_head,
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#),
+            )
+            .unwrap();
+            assert_eq!(status, 200, "session {session}, request {id}: {answer}");
+            assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 4);
+        }
+    }
+    assert!(
+        prefixes.len() > 1,
+        "every initialize went to one replica: {prefixes:?}"
+    );
+
+    // One replica killed under load: nginx sends new requests to the others.
+    let victim = replicas.replicas[1].id();
+    let loading = {
+        let replicas = replicas.clone();
+        std::thread::spawn(move || load(&replicas, 4, 30))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Command::new("kill")
+        .args(["-9", &victim.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let (failed, _) = loading.join().unwrap();
+    assert!(
+        failed <= 4,
+        "{failed} of 120 failed; only those in flight may"
+    );
+    let (failed, reason) = load(&replicas, 4, 15);
+    assert_eq!(failed, 0, "after the loss: {reason:?}");
+}
