@@ -14,9 +14,9 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock};
 use runbyte_plugin_api::wire::LimitsContext;
 
-pub use bridge::HubBridge;
 #[cfg(test)]
 use bridge::map_result;
+pub use bridge::{HubBridge, Replaying, Resumable};
 pub use render::render;
 
 use crate::sandbox::Limits;
@@ -39,6 +39,7 @@ pub async fn prepare(
     session: &str,
     listener: Option<&str>,
     asker: Option<Arc<dyn crate::relay::Asker>>,
+    resumable: Resumable,
 ) -> Result<Prepared, String> {
     let context = LimitsContext {
         session: session.to_owned(),
@@ -55,6 +56,7 @@ pub async fn prepare(
         id.clone(),
         runtime.audit.clone(),
         asker,
+        resumable,
     ));
     Ok(Prepared { id, limits, bridge })
 }

@@ -121,7 +121,10 @@ pub async fn check_call(
                         &call.tool,
                         &call.arguments,
                     );
-                    match asker.ask(asked).await {
+                    match asker
+                        .ask_again_able(asked, crate::relay::Origin::Approval)
+                        .await
+                    {
                         Ok(answer) if crate::relay::approved(&answer) => continue,
                         Ok(_) => format!("the user did not approve it ({question})"),
                         Err(why) => {

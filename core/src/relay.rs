@@ -43,6 +43,58 @@ pub trait Asker: Send + Sync {
     /// Asks; the answer is the result of the question's method (`ElicitResult`,
     /// `CreateMessageResult`, `ListRootsResult`) as JSON. `Err` says why nobody can answer.
     fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>>;
+
+    /// Asks a question that a re-run of the program would ask again at the same call (a
+    /// policy's approval, a 2026-07-28 server's `input_required`): whoever asks for a call
+    /// ([`CallAsker`]) may then make the execution resumable anywhere, by replay.
+    fn ask_again_able(
+        &self,
+        question: Question,
+        origin: Origin,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let _ = origin;
+        self.ask(question)
+    }
+
+    /// Asks with what a replay needs to resume the execution at this question.
+    fn ask_at(
+        &self,
+        question: Question,
+        point: Point,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let _ = point;
+        self.ask(question)
+    }
+}
+
+/// Where a question that a re-run would ask again comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// A policy's `ask` verdict, before the call is sent.
+    Approval,
+    /// A 2026-07-28 server's `input_required` result (the call did not run yet).
+    InputRequired,
+}
+
+/// A tool call an execution made, and what came of it, as a replay returns it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Recorded {
+    pub server: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub result: Result<Value, String>,
+}
+
+/// What resuming an execution by replay needs: the calls it made before the question (by
+/// their place in the order the program made them), and the call that asked.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Point {
+    /// The calls made so far, by index.
+    pub recorded: std::collections::BTreeMap<u64, Recorded>,
+    /// The index of the call that asked, and how it asked.
+    pub index: u64,
+    pub origin: Origin,
 }
 
 /// The method a question calls.
@@ -146,10 +198,11 @@ impl Asker for SessionAsker {
 
 /// What an execution run for a 2026-07-28 client tells the request waiting on it.
 pub enum Event<T> {
-    /// A question, and where its answer goes.
+    /// A question, where its answer goes, and (when it can resume anywhere) its replay point.
     Asked {
         question: Box<Question>,
         answer: oneshot::Sender<Result<Value, String>>,
+        point: Option<Box<Point>>,
     },
     /// The execution ended with this.
     Done(T),
@@ -182,8 +235,12 @@ impl<T: Send + 'static> RoundTrip<T> {
     }
 }
 
-impl<T: Send + 'static> Asker for RoundTrip<T> {
-    fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
+impl<T: Send + 'static> RoundTrip<T> {
+    fn send(
+        &self,
+        question: Question,
+        point: Option<Point>,
+    ) -> BoxFuture<'static, Result<Value, String>> {
         let (capabilities, events) = (self.capabilities.clone(), self.events.clone());
         Box::pin(async move {
             answerable(&capabilities, &question)?;
@@ -192,6 +249,7 @@ impl<T: Send + 'static> Asker for RoundTrip<T> {
                 .send(Event::Asked {
                     question: Box::new(question),
                     answer,
+                    point: point.map(Box::new),
                 })
                 .await
                 .map_err(|_| "the client's request has ended".to_owned())?;
@@ -199,6 +257,20 @@ impl<T: Send + 'static> Asker for RoundTrip<T> {
                 .await
                 .map_err(|_| "the client did not come back with an answer".to_owned())?
         })
+    }
+}
+
+impl<T: Send + 'static> Asker for RoundTrip<T> {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
+        self.send(question, None)
+    }
+
+    fn ask_at(
+        &self,
+        question: Question,
+        point: Point,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        self.send(question, Some(point))
     }
 }
 
@@ -218,22 +290,50 @@ pub struct Waiting<T> {
     pub events: mpsc::Receiver<Event<T>>,
     /// Cancels the execution (when the client gives up on a retry).
     pub cancel: CancellationToken,
+    /// Its replay point, when it can resume anywhere.
+    pub point: Option<Point>,
     since: Instant,
 }
 
 /// Executions of 2026-07-28 clients that wait for an answer, by the key in their signed
-/// `requestState`. The state also names the process (`replica`) that holds the execution, so a
-/// retry that reaches another replica sharing the signing key is told where it belongs.
+/// `requestState`. The state names the process (`replica`) that holds the execution and, when
+/// the execution can resume anywhere, carries its journal ([`Point`]); it is bound to the
+/// program's text, so it answers only a retry of the same `execute_code`.
 pub struct Paused<T> {
     codec: RequestStateCodec,
     replica: String,
     waiting: Mutex<HashMap<String, Waiting<T>>>,
+    /// States this process resumed by replay, so that one is never replayed twice here.
+    replayed: Mutex<(
+        std::collections::HashSet<String>,
+        std::collections::VecDeque<String>,
+    )>,
     /// Bound on each entry's life: past it, the execution has timed out anyway.
     keep: Duration,
 }
 
-/// The `requestState` payload: which paused execution, and which of its questions.
-const KEY_PREFIX: &str = "runbyte-execution:";
+/// What a `requestState` holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StateText {
+    replica: String,
+    key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    point: Option<Point>,
+}
+
+/// How a retry resumes its execution.
+pub enum Resumed<T> {
+    /// It waits in this process.
+    Here {
+        key: String,
+        waiting: Box<Waiting<T>>,
+    },
+    /// It paused elsewhere and can be resumed by replaying its journal.
+    Replay(Box<Point>),
+}
+
+/// The most replayed states a process remembers (to refuse a second replay of one).
+const MAX_REPLAYED: usize = 65_536;
 
 impl<T> Paused<T> {
     /// An empty table whose states are signed with `secret` (from `[server] state-key-file`),
@@ -260,12 +360,13 @@ impl<T> Paused<T> {
             codec,
             replica: format!("{host}/{}/{tag}", std::process::id()),
             waiting: Mutex::new(HashMap::new()),
+            replayed: Mutex::default(),
             keep,
         })
     }
 
-    /// Keeps a waiting execution; the signed `requestState` that finds it again.
-    pub fn pause(&self, key: String, waiting: Waiting<T>) -> Result<String, String> {
+    /// Keeps a waiting execution of `code`; the signed `requestState` that finds it again.
+    pub fn pause(&self, key: String, waiting: Waiting<T>, code: &str) -> Result<String, String> {
         let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
         let keep = self.keep;
         table.retain(|_, entry| entry.since.elapsed() < keep && !entry.answer.is_closed());
@@ -274,55 +375,82 @@ impl<T> Paused<T> {
                 "{MAX_PAUSED} executions already wait for their clients' answers"
             ));
         }
-        let state = self.seal(&key);
+        let state = self.seal(&key, waiting.point.as_ref(), code)?;
         table.insert(key, waiting);
         Ok(state)
     }
 
-    fn seal(&self, key: &str) -> String {
-        self.codec.seal_with(
-            format!("{KEY_PREFIX}{}|{key}", self.replica).as_bytes(),
-            &SealOptions::new().ttl(STATE_TTL),
-        )
+    fn seal(&self, key: &str, point: Option<&Point>, code: &str) -> Result<String, String> {
+        let text = StateText {
+            replica: self.replica.clone(),
+            key: key.to_owned(),
+            point: point.cloned(),
+        };
+        let text = serde_json::to_vec(&text).map_err(|e| e.to_string())?;
+        Ok(self.codec.seal_with(
+            &text,
+            &SealOptions::new()
+                .ttl(STATE_TTL)
+                .associated_data(code.as_bytes()),
+        ))
     }
 
     /// A fresh `requestState` for an execution already in the table.
-    pub fn reseal(&self, key: &str) -> Result<String, String> {
+    pub fn reseal(&self, key: &str, code: &str) -> Result<String, String> {
         let table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
-        if !table.contains_key(key) {
-            return Err("the execution has ended".to_owned());
-        }
-        Ok(self.seal(key))
+        let waiting = table.get(key).ok_or("the execution has ended")?;
+        self.seal(key, waiting.point.as_ref(), code)
     }
 
-    /// The execution a client's `requestState` names, taken out of the table. A state that was
-    /// tampered with or not minted by this process is an error; so is one whose execution ended.
-    pub fn resume(&self, state: &str) -> Result<(String, Waiting<T>), String> {
-        let payload = self.codec.open(state).map_err(|error| {
-            format!(
-                "the requestState was not issued by this Runbyte (nor a replica sharing its \
-                 state-key-file), or it was altered ({error})"
-            )
-        })?;
-        let (replica, key) = std::str::from_utf8(&payload)
-            .ok()
-            .and_then(|text| text.strip_prefix(KEY_PREFIX))
-            .and_then(|text| text.split_once('|'))
-            .ok_or("the requestState does not name an execution")?;
-        if replica != self.replica {
+    /// The execution a client's `requestState` names. A state that was altered, signed with
+    /// another key, or bound to another program is an error; so is one whose execution ended
+    /// here, and one that paused elsewhere without a journal (or was replayed here already).
+    pub fn resume(&self, state: &str, code: &str) -> Result<Resumed<T>, String> {
+        let payload = self
+            .codec
+            .open_with(state, code.as_bytes())
+            .map_err(|error| {
+                format!(
+                    "the requestState was not issued by this Runbyte (nor a replica sharing its \
+                 state-key-file) for this program, or it was altered ({error})"
+                )
+            })?;
+        let text: StateText = serde_json::from_slice(&payload)
+            .map_err(|_| "the requestState does not name an execution".to_owned())?;
+        if text.replica == self.replica {
+            let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
+            let waiting = table.remove(&text.key).ok_or_else(|| {
+                "the execution this answer belongs to has ended (it ran out of time, or it was \
+                 already answered)"
+                    .to_owned()
+            })?;
+            return Ok(Resumed::Here {
+                key: text.key,
+                waiting: Box::new(waiting),
+            });
+        }
+        let Some(point) = text.point else {
             return Err(format!(
                 "the execution this answer belongs to waits in another Runbyte process \
-                 (`{replica}`); a paused execution resumes only where it paused: route this \
-                 client's retries to that replica"
+                 (`{}`) and cannot resume elsewhere (its question came while other calls were \
+                 in flight, or from a server's request during a call): route this client's \
+                 retries to that replica",
+                text.replica
             ));
+        };
+        let mut replayed = self.replayed.lock().map_err(|_| "poisoned".to_owned())?;
+        let (seen, order) = &mut *replayed;
+        let id = format!("{}|{}", text.replica, text.key);
+        if !seen.insert(id.clone()) {
+            return Err("this answer was already used to resume its execution here".to_owned());
         }
-        let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
-        let waiting = table.remove(key).ok_or_else(|| {
-            "the execution this answer belongs to has ended (it ran out of time, or it was \
-             already answered)"
-                .to_owned()
-        })?;
-        Ok((key.to_owned(), waiting))
+        order.push_back(id);
+        if order.len() > MAX_REPLAYED
+            && let Some(oldest) = order.pop_front()
+        {
+            seen.remove(&oldest);
+        }
+        Ok(Resumed::Replay(Box::new(point)))
     }
 
     /// Puts back an execution whose retry did not answer its question.
@@ -340,12 +468,14 @@ impl<T> Waiting<T> {
         answer: oneshot::Sender<Result<Value, String>>,
         events: mpsc::Receiver<Event<T>>,
         cancel: CancellationToken,
+        point: Option<Point>,
     ) -> Self {
         Waiting {
             question,
             answer,
             events,
             cancel,
+            point,
             since: Instant::now(),
         }
     }
@@ -529,42 +659,81 @@ mod tests {
         approval(message, "s", "t", &json!({"a": 1}))
     }
 
+    fn waiting(point: Option<Point>) -> Waiting<u32> {
+        let (answer, _answered) = oneshot::channel();
+        let (_events_tx, events) = mpsc::channel(1);
+        Waiting::new(elicit("q"), answer, events, CancellationToken::new(), point)
+    }
+
+    fn here(resumed: Result<Resumed<u32>, String>) -> String {
+        match resumed {
+            Ok(Resumed::Here { key, .. }) => key,
+            Ok(Resumed::Replay(_)) => panic!("replayed"),
+            Err(error) => panic!("{error}"),
+        }
+    }
+
     #[tokio::test]
     async fn a_paused_execution_is_found_by_its_state_and_only_once() {
         let paused: Paused<u32> = Paused::new(Duration::from_secs(60), None).unwrap();
-        let (answer, _answered) = oneshot::channel();
-        let (_events_tx, events) = mpsc::channel(1);
-        let waiting = Waiting::new(elicit("q"), answer, events, CancellationToken::new());
-        let state = paused.pause("k1".to_owned(), waiting).unwrap();
+        let state = paused
+            .pause("k1".to_owned(), waiting(None), "code")
+            .unwrap();
         // Altered by one character: refused by name.
         let mut altered = state.clone().into_bytes();
         let last = altered.len() - 1;
         altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
         let error = paused
-            .resume(std::str::from_utf8(&altered).unwrap())
+            .resume(std::str::from_utf8(&altered).unwrap(), "code")
             .err()
             .unwrap();
         assert!(error.contains("not issued by this Runbyte"), "{error}");
+        // Bound to its program: another program's retry cannot use it.
+        assert!(paused.resume(&state, "other code").is_err());
         // Another process's key: refused too.
         let other: Paused<u32> = Paused::new(Duration::from_secs(60), None).unwrap();
-        assert!(other.resume(&state).is_err());
-        // Another process with the same key: told where the execution waits.
+        assert!(other.resume(&state, "code").is_err());
+        assert_eq!(here(paused.resume(&state, "code")), "k1");
+        let error = paused.resume(&state, "code").err().unwrap();
+        assert!(error.contains("has ended"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn another_replica_replays_a_journal_once_and_refuses_a_state_without_one() {
         let secret = b"a shared key of thirty-two bytes!".to_vec();
         let (one, two): (Paused<u32>, Paused<u32>) = (
             Paused::new(Duration::from_secs(60), Some(secret.clone())).unwrap(),
             Paused::new(Duration::from_secs(60), Some(secret)).unwrap(),
         );
-        let (answer, _answered) = oneshot::channel();
-        let (_events_tx, events) = mpsc::channel(1);
-        let waiting = Waiting::new(elicit("q"), answer, events, CancellationToken::new());
-        let shared = one.pause("k2".to_owned(), waiting).unwrap();
-        let error = two.resume(&shared).err().unwrap();
+        let without = one.pause("k2".to_owned(), waiting(None), "code").unwrap();
+        let error = two.resume(&without, "code").err().unwrap();
         assert!(error.contains("another Runbyte process"), "{error}");
-        assert!(one.resume(&shared).is_ok());
-        let (key, _) = paused.resume(&state).unwrap();
-        assert_eq!(key, "k1");
-        let error = paused.resume(&state).err().unwrap();
-        assert!(error.contains("has ended"), "{error}");
+        let point = Point {
+            recorded: [(
+                0,
+                Recorded {
+                    server: "s".into(),
+                    tool: "t".into(),
+                    arguments: json!({}),
+                    result: Ok(json!(1)),
+                },
+            )]
+            .into_iter()
+            .collect(),
+            index: 1,
+            origin: Origin::Approval,
+        };
+        let with = one
+            .pause("k3".to_owned(), waiting(Some(point.clone())), "code")
+            .unwrap();
+        match two.resume(&with, "code") {
+            Ok(Resumed::Replay(replayed)) => assert_eq!(*replayed, point),
+            _ => panic!("not replayed"),
+        }
+        let error = two.resume(&with, "code").err().unwrap();
+        assert!(error.contains("already used"), "{error}");
+        // Where it paused, it resumes in memory.
+        assert_eq!(here(one.resume(&with, "code")), "k3");
     }
 
     #[tokio::test]

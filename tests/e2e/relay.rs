@@ -4,14 +4,11 @@
 //! either era, over stdio and streamable HTTP; a policy's approval question the same way; and a
 //! `requestState` that was altered is refused.
 
-use std::{
-    io::{BufRead, BufReader, Write},
-    process::{Command, Stdio},
-    sync::mpsc,
-    time::Duration,
-};
+use std::time::Duration;
 
-use runbyte_tests::{Served, TempDir, config_with, python_client, runbyte, test_server_table};
+use runbyte_tests::{
+    JsonLines, Served, TempDir, config_with, python_client, runbyte, test_server_table,
+};
 use serde_json::{Value, json};
 
 const ASK: &str = "import { ask } from './servers/t';\n\
@@ -161,76 +158,24 @@ fn a_policy_asks_the_user_to_approve_a_call() {
     }
 }
 
-/// `runbyte serve` over stdio, spoken to line by line in 2026-07-28.
-struct Stdio2026 {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: mpsc::Receiver<Value>,
-    _dir: TempDir,
-}
+/// `runbyte serve` over stdio in 2026-07-28, calling `execute_code`.
+struct Stdio2026(JsonLines);
 
 impl Stdio2026 {
     fn start(config: &str) -> Self {
-        let dir = TempDir::new("relay-state");
-        dir.write("runbyte.toml", config);
-        let mut child = Command::new(runbyte())
-            .arg("serve")
-            .current_dir(dir.path())
-            .env("RUNBYTE_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(value) = serde_json::from_str(&line)
-                    && tx.send(value).is_err()
-                {
-                    return;
-                }
-            }
-        });
-        Stdio2026 {
-            child,
-            stdin,
-            lines,
-            _dir: dir,
-        }
+        Stdio2026(JsonLines::start(config))
     }
 
     fn call(&mut self, id: u64, arguments: Value, retry: Value) -> Value {
-        let mut params = json!({
-            "name": "execute_code",
-            "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-            },
-        });
-        if let (Some(params), Some(retry)) = (params.as_object_mut(), retry.as_object()) {
-            params.extend(retry.clone());
-        }
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-        writeln!(self.stdin, "{request}").unwrap();
-        self.stdin.flush().unwrap();
-        loop {
-            let message = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("no answer");
-            if message["id"] == id {
-                return message;
-            }
-        }
+        self.0.call(id, "execute_code", arguments, retry)
     }
-}
 
-impl Drop for Stdio2026 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn list(&mut self, id: u64, path: &str) -> String {
+        text_of(
+            &self
+                .0
+                .call(id, "list_directory", json!({"path": path}), json!({})),
+        )
     }
 }
 
@@ -283,4 +228,117 @@ fn an_altered_request_state_is_refused_and_the_genuine_one_resumes_the_execution
         json!({"inputResponses": answer, "requestState": state}),
     );
     assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+}
+
+/// A configuration for replicas: the shared key, the test server `t` in 2026-07-28 (its
+/// questions are `input_required` results, which a re-run asks again), and `extra`.
+fn replica_config(extra: &str) -> String {
+    format!(
+        "[server]\nstate-key-file = \"state-key\"\n{}",
+        config_text("2026-07-28", extra)
+    )
+}
+
+/// The text of a `tools/call` answer.
+fn text_of(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_paused_execution_resumes_on_another_replica_by_replay_without_calling_twice() {
+    let program = "import { change_tools, ask } from './servers/t';\n\
+                   const changed = await change_tools({});\n\
+                   const answer = await ask({ message: 'favourite colour?' });\n\
+                   export default { changed, answer };";
+    let (mut first, mut second) = (
+        Stdio2026::start(&replica_config("")),
+        Stdio2026::start(&replica_config("")),
+    );
+    let asked = first.call(1, json!({"code": program}), json!({}));
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "teal"}}});
+    // The retry reaches the other replica, as a round-robin balancer may send it.
+    let done = second.call(
+        2,
+        json!({"code": program}),
+        json!({"inputResponses": answer, "requestState": state}),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let text = text_of(&done);
+    assert!(
+        text.contains(r#""answer":"teal""#) && text.contains("added_1"),
+        "{text}"
+    );
+    // The call made before the question ran once, on the first replica: the second replica's
+    // server never saw it (it lists no added tool), the first one's did.
+    assert!(
+        !second.list(10, "/servers/t").contains("added_1"),
+        "the second replica's server was called"
+    );
+    assert!(first.list(11, "/servers/t").contains("added_1"));
+    // The same answer again, on the same replica: refused, never a second run.
+    let again = second.call(
+        12,
+        json!({"code": program}),
+        json!({"inputResponses": answer, "requestState": state}),
+    );
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+}
+
+#[test]
+fn a_program_that_diverges_when_replayed_stops_with_a_clear_error() {
+    // Its first call's argument is the time: a replay makes another call than the journal has.
+    let program = "import { echo, ask } from './servers/t';\n\
+                   await echo({ message: String(Date.now()) });\n\
+                   export default await ask({ message: 'now?' });";
+    let (mut first, mut second) = (
+        Stdio2026::start(&replica_config("")),
+        Stdio2026::start(&replica_config("")),
+    );
+    let asked = first.call(1, json!({"code": program}), json!({}));
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(5));
+    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "x"}}});
+    let done = second.call(
+        2,
+        json!({"code": program}),
+        json!({"inputResponses": answer, "requestState": state}),
+    );
+    let text = text_of(&done);
+    assert!(
+        text.contains("took another path when it was resumed") && text.contains("t/echo"),
+        "{done}"
+    );
+}
+
+#[test]
+fn an_approval_asked_on_one_replica_is_answered_on_another() {
+    let policy =
+        "\n[sandbox]\npolicy = [\"limits\", \"readonly\"]\n[sandbox.readonly]\nask = true\n";
+    let program =
+        "import { slow } from './servers/t';\nawait slow({ ms: 1 });\nexport default 'approved';";
+    let (mut first, mut second) = (
+        Stdio2026::start(&replica_config(policy)),
+        Stdio2026::start(&replica_config(policy)),
+    );
+    let asked = first.call(1, json!({"code": program}), json!({}));
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let message = asked["result"]["inputRequests"]["runbyte_input"]["params"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("`t/slow`"), "{message}");
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let approve = json!({"runbyte_input": {"action": "accept", "content": {"approve": true}}});
+    let done = second.call(
+        2,
+        json!({"code": program}),
+        json!({"inputResponses": approve, "requestState": state}),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(text_of(&done).starts_with("\"approved\""), "{done}");
 }

@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use runbyte_tests::{TempDir, free_port, repo_root, runbyte, system_program};
+use runbyte_tests::{TempDir, free_port, repo_root, runbyte, system_program, test_server_table};
 use serde_json::{Value, json};
 
 struct Replicas {
@@ -63,7 +63,13 @@ fn start() -> Option<Replicas> {
         "secrets/state-key",
         "a-shared-state-key-of-more-than-32-bytes",
     );
+    // The shipped file, plus a server whose tool asks the user (in 2026-07-28: a question a
+    // replay asks again).
     let config = std::fs::read_to_string(repo_root().join("deploy/runbyte.toml")).unwrap();
+    let config = format!(
+        "{config}\n{}",
+        test_server_table("t", &[], "protocol = \"2026-07-28\"")
+    );
     let config = dir.write("runbyte.toml", &config);
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let replicas = ports
@@ -172,6 +178,29 @@ fn execute(replicas: &Replicas, n: usize) -> Result<String, String> {
         .ok_or_else(|| format!("no result text: {answer}"))
 }
 
+/// A 2026-07-28 `tools/call` of `execute_code` through nginx with `extra` params; the answer.
+fn execute_raw(replicas: &Replicas, id: u64, code: &str, extra: &Value) -> Value {
+    let mut params = json!({
+        "name": "execute_code",
+        "arguments": {"code": code},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        },
+    });
+    if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+        params.extend(extra.clone());
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: execute_code",
+        replicas.front, replicas.token
+    );
+    let (status, _, answer) = request(replicas.front, &head, &body.to_string()).unwrap();
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
 /// `threads` clients making `each` executions at once; how many failed, with one reason.
 fn load(replicas: &Arc<Replicas>, threads: usize, each: usize) -> (usize, Option<String>) {
     let failed = Arc::new(AtomicUsize::new(0));
@@ -218,6 +247,31 @@ fn replicas_behind_nginx_serve_both_eras_and_survive_losing_one() {
         }
     }
     let replicas = Arc::new(replicas);
+
+    // A program that waits for the user: each answer goes through nginx, round robin, so it
+    // reaches another replica than the one that paused the program, which resumes it by replay.
+    let ask =
+        "import { ask } from './servers/t';\nexport default await ask({ message: 'colour?' });";
+    for round in 0..3 {
+        let asked = execute_raw(&replicas, 1, ask, &json!({}));
+        assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+        let state = asked["result"]["requestState"].clone();
+        let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "red"}}});
+        let done = execute_raw(
+            &replicas,
+            2,
+            ask,
+            &json!({"inputResponses": answer, "requestState": state}),
+        );
+        assert_eq!(
+            done["result"]["resultType"], "complete",
+            "round {round}: {done}"
+        );
+        let text = done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains(r#""answer":"red""#), "round {round}: {text}");
+    }
 
     // 200 executions of a 2026-07-28 client, spread by nginx: every one succeeds.
     let (failed, reason) = load(&replicas, 8, 25);

@@ -443,3 +443,107 @@ pub fn python_client(args: &[&str]) -> Option<serde_json::Value> {
     );
     Some(serde_json::from_slice(&output.stdout).unwrap())
 }
+
+/// `runbyte serve` over stdio, spoken to line by line (JSON-RPC, any revision), from a folder of
+/// its own holding `runbyte.toml` and a private `state-key` file; killed when dropped.
+pub struct JsonLines {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    _dir: TempDir,
+}
+
+impl JsonLines {
+    /// Serves `config` (which may name `state-key-file = "state-key"`).
+    pub fn start(config: &str) -> JsonLines {
+        use std::io::BufRead;
+        let dir = TempDir::new("json-lines");
+        dir.write("runbyte.toml", config);
+        let key = dir.write("state-key", "the-replicas-shared-state-key-0123456789");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let mut child = Command::new(runbyte())
+            .arg("serve")
+            .current_dir(dir.path())
+            .env("RUNBYTE_LOG", "warn")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(value) = serde_json::from_str(&line)
+                    && tx.send(value).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        JsonLines {
+            child,
+            stdin,
+            lines,
+            _dir: dir,
+        }
+    }
+
+    /// Sends a request and waits (a minute at most) for the answer with its id.
+    pub fn request(
+        &mut self,
+        id: u64,
+        method: &str,
+        params: serde_json::Value,
+    ) -> serde_json::Value {
+        use std::io::Write;
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{request}").unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let message = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("no answer within a minute");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// A 2026-07-28 `tools/call` of Runbyte's `tool` (with elicitation declared), with `extra`
+    /// merged into its params (`inputResponses`, `requestState`).
+    pub fn call(
+        &mut self,
+        id: u64,
+        tool: &str,
+        arguments: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> serde_json::Value {
+        let mut params = serde_json::json!({
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            },
+        });
+        if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+            params.extend(extra.clone());
+        }
+        self.request(id, "tools/call", params)
+    }
+}
+
+impl Drop for JsonLines {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::{
     hub::{CallOptions, Hub},
     plugin::PolicyPlugin,
-    relay::Asker,
+    relay::{Asker, Origin, Point, Question, Recorded},
     sandbox::{ToolBridge, ToolCall},
 };
 
@@ -67,6 +67,122 @@ pub struct HubBridge {
     audit: Option<crate::audit::AuditLog>,
     /// Who answers what a tool or a policy asks of the user.
     asker: Option<Arc<dyn Asker>>,
+    /// The calls made, when the execution may have to resume elsewhere.
+    journal: Option<Arc<Mutex<Journal>>>,
+    /// The journal of an earlier run of this program, when this run is its replay.
+    replay: Option<Arc<Replaying>>,
+}
+
+/// Whether (and how) an execution can resume on another process by replay.
+pub enum Resumable {
+    /// It cannot (its client answers questions in the same request: a legacy session).
+    No,
+    /// Record its calls, so that a question can carry its journal.
+    Record,
+    /// Replay this journal first, then record as it goes on.
+    Replay(Box<Replaying>),
+}
+
+/// An earlier run's journal, being replayed.
+pub struct Replaying {
+    point: Point,
+    /// The user's answer to the question the earlier run stopped at.
+    answer: Mutex<Option<Value>>,
+}
+
+impl Replaying {
+    /// A replay of the run that stopped at `point`, with the user's answer to its question.
+    pub fn new(point: Point, answer: Value) -> Self {
+        Replaying {
+            point,
+            answer: Mutex::new(Some(answer)),
+        }
+    }
+}
+
+/// The most a journal may hold (its calls' arguments and results, as JSON): past it, a question
+/// can still be answered where the execution runs, but it cannot resume elsewhere.
+const MAX_JOURNAL_BYTES: usize = 256 << 10;
+
+/// The calls an execution made, in the order the program made them.
+#[derive(Default)]
+struct Journal {
+    recorded: std::collections::BTreeMap<u64, Recorded>,
+    in_flight: std::collections::BTreeSet<u64>,
+    bytes: usize,
+    full: bool,
+}
+
+impl Journal {
+    fn record(&mut self, index: u64, recorded: Recorded) {
+        self.in_flight.remove(&index);
+        if self.full {
+            return;
+        }
+        self.bytes += serde_json::to_string(&recorded).map_or(usize::MAX / 2, |text| text.len());
+        if self.bytes > MAX_JOURNAL_BYTES {
+            self.full = true;
+            self.recorded.clear();
+            return;
+        }
+        self.recorded.insert(index, recorded);
+    }
+
+    /// A replay point at call `index`: only when every other call has ended (a call still in
+    /// flight could not be replayed without being made twice) and the journal is whole.
+    fn point(&self, index: u64, origin: Origin) -> Option<Point> {
+        let alone = self.in_flight.iter().all(|other| *other == index);
+        (alone && !self.full).then(|| Point {
+            recorded: self.recorded.clone(),
+            index,
+            origin,
+        })
+    }
+}
+
+/// The asker one call uses: the execution's, told where in the program the question is, so a
+/// question a re-run would ask again carries the journal; in a replay, the call that asked
+/// before gets the user's answer without asking again.
+struct CallAsker {
+    inner: Arc<dyn Asker>,
+    journal: Option<Arc<Mutex<Journal>>>,
+    replay: Option<Arc<Replaying>>,
+    index: u64,
+}
+
+impl CallAsker {
+    /// The answer a replay already has for this question.
+    fn answered(&self, origin: Origin) -> Option<Value> {
+        let replay = self.replay.as_ref()?;
+        if replay.point.index != self.index || replay.point.origin != origin {
+            return None;
+        }
+        replay.answer.lock().ok()?.take()
+    }
+}
+
+impl Asker for CallAsker {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
+        self.inner.ask(question)
+    }
+
+    fn ask_again_able(
+        &self,
+        question: Question,
+        origin: Origin,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        if let Some(answer) = self.answered(origin) {
+            return Box::pin(std::future::ready(Ok(answer)));
+        }
+        let point = self
+            .journal
+            .as_ref()
+            .and_then(|journal| journal.lock().ok()?.point(self.index, origin));
+        match point {
+            Some(point) => self.inner.ask_at(question, point),
+            None => self.inner.ask(question),
+        }
+    }
 }
 
 impl HubBridge {
@@ -78,7 +194,13 @@ impl HubBridge {
         execution: String,
         audit: Option<crate::audit::AuditLog>,
         asker: Option<Arc<dyn Asker>>,
+        resumable: Resumable,
     ) -> Self {
+        let (journal, replay) = match resumable {
+            Resumable::No => (None, None),
+            Resumable::Record => (Some(Arc::default()), None),
+            Resumable::Replay(replay) => (Some(Arc::default()), Some(Arc::from(replay))),
+        };
         HubBridge {
             hub,
             policies,
@@ -87,7 +209,38 @@ impl HubBridge {
             counts: Mutex::default(),
             audit,
             asker,
+            journal,
+            replay,
         }
+    }
+
+    /// The recorded result of call `index` when this run replays a journal that has it; an
+    /// error when the program asks for another call there (it diverged from its first run).
+    fn replayed(&self, index: u64, call: &ToolCall) -> Option<Result<Value, String>> {
+        let replay = self.replay.as_ref()?;
+        let recorded = replay.point.recorded.get(&index)?;
+        if recorded.server != call.server
+            || recorded.tool != call.tool
+            || recorded.arguments != call.arguments
+        {
+            return Some(Err(format!(
+                "the program took another path when it was resumed: its call #{} is now \
+                 {}/{} with other arguments, where its first run called {}/{}; it stopped \
+                 rather than guess (programs that decide by time or randomness cannot be \
+                 resumed on another replica)",
+                index + 1,
+                call.server,
+                call.tool,
+                recorded.server,
+                recorded.tool
+            )));
+        }
+        if let Some(journal) = &self.journal
+            && let Ok(mut journal) = journal.lock()
+        {
+            journal.record(index, recorded.clone());
+        }
+        Some(recorded.result.clone())
     }
 
     /// Tool calls made so far.
@@ -159,9 +312,32 @@ impl ToolBridge for HubBridge {
             self.policies.clone(),
             self.session.clone(),
         );
+        let index = position.calls;
+        if let Some(replayed) = self.replayed(index, &call) {
+            return Box::pin(std::future::ready(replayed));
+        }
         let audit = self.audit.clone();
         let execution = self.execution.clone();
-        let asker = self.asker.clone();
+        let journal = self.journal.clone();
+        let asker = self.asker.clone().map(|inner| -> Arc<dyn Asker> {
+            Arc::new(CallAsker {
+                inner,
+                journal: journal.clone(),
+                replay: self.replay.clone(),
+                index,
+            })
+        });
+        let recording = journal.as_ref().map(|journal| {
+            if let Ok(mut journal) = journal.lock() {
+                journal.in_flight.insert(index);
+            }
+            (
+                journal.clone(),
+                call.server.clone(),
+                call.tool.clone(),
+                call.arguments.clone(),
+            )
+        });
         async move {
             let started = std::time::Instant::now();
             let (server, tool) = (call.server.clone(), call.tool.clone());
@@ -177,6 +353,20 @@ impl ToolBridge for HubBridge {
             )
             .await
             .map_err(|error| crate::redact::redact(&error).into_owned());
+            if let Some((journal, server, tool, arguments)) = recording
+                && let Ok(mut journal) = journal.lock()
+            {
+                let result = result.clone();
+                journal.record(
+                    index,
+                    Recorded {
+                        server,
+                        tool,
+                        arguments,
+                        result,
+                    },
+                );
+            }
             if let Some(audit) = audit {
                 audit.tool_call(
                     &session,

@@ -795,7 +795,10 @@ async fn send_call(
                     "`{method}` cannot be relayed: this execution has no client to ask"
                 )));
             };
-            match asker.ask(question).await {
+            match asker
+                .ask_again_able(question, crate::relay::Origin::InputRequired)
+                .await
+            {
                 Ok(answer) => {
                     answers.insert(key, answer);
                 }

@@ -25,8 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     execute,
+    execute::{Replaying, Resumable},
     gateway::Gateway,
-    relay::{Asker, Event, Question, RoundTrip, SessionAsker, Waiting},
+    relay::{Asker, Event, Question, Resumed, RoundTrip, SessionAsker, Waiting},
 };
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
@@ -196,17 +197,17 @@ impl Session {
         retry: Retry,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(state) = retry.state {
-            return self.resume(&state, retry.answers, context).await;
-        }
         let code = match required_str(args, "code") {
             Ok(code) => code.to_owned(),
             Err(message) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
             }
         };
+        if let Some(state) = retry.state {
+            return self.resume(&state, retry.answers, code, context).await;
+        }
         let Some(session_asker) = SessionAsker::of(&context.peer) else {
-            return Ok(self.execute_stateless(code, context).await);
+            return Ok(self.execute_stateless(code, None, context).await);
         };
         // No waiting for servers here: `execute::run` waits for those the program imports.
         let asker: Arc<dyn Asker> = Arc::new(session_asker);
@@ -215,6 +216,7 @@ impl Session {
             &self.session,
             Some(&self.listener),
             Some(asker),
+            Resumable::No,
         )
         .await
         {
@@ -240,9 +242,12 @@ impl Session {
 
     /// Runs a program for a 2026-07-28 client: apart from the request, so that it can wait for
     /// an answer across `input_required` rounds.
+    /// With `replay`, the program is run again from an earlier run's journal (see
+    /// [`Replaying`]), to resume it here.
     async fn execute_stateless(
         &self,
         code: String,
+        replay: Option<Replaying>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let capabilities = context.client_capabilities().unwrap_or_default();
@@ -259,6 +264,10 @@ impl Session {
             &session,
             Some(&self.listener),
             Some(Arc::new(asker)),
+            match replay {
+                Some(replay) => Resumable::Replay(Box::new(replay)),
+                None => Resumable::Record,
+            },
         )
         .await
         {
@@ -268,12 +277,13 @@ impl Session {
         let progress = progress_ticker(context, &prepared);
         let cancel = CancellationToken::new();
         let (gateway, running) = (self.gateway.clone(), cancel.clone());
+        let program = code.clone();
         tokio::spawn(async move {
-            let result = execute::run(&gateway, &session, &prepared, code, running).await;
+            let result = execute::run(&gateway, &session, &prepared, program, running).await;
             gateway.hub.end_session(&session).await;
             let _ = done.send(Event::Done(result)).await;
         });
-        let answer = self.next_event(events, cancel, context).await;
+        let answer = self.next_event(events, cancel, &code, context).await;
         if let Some(progress) = progress {
             progress.abort();
         }
@@ -288,6 +298,7 @@ impl Session {
         &self,
         mut events: mpsc::Receiver<Event<CallToolResult>>,
         cancel: CancellationToken,
+        code: &str,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let event = tokio::select! {
@@ -303,16 +314,26 @@ impl Session {
                 "the execution ended without a result",
             )])
             .into(),
-            Some(Event::Asked { question, answer }) => {
+            Some(Event::Asked {
+                question,
+                answer,
+                point,
+            }) => {
                 let question = *question;
-                let waiting = Waiting::new(question.clone(), answer, events, cancel);
-                self.pause(question, waiting)
+                let point = point.map(|point| *point);
+                let waiting = Waiting::new(question.clone(), answer, events, cancel, point);
+                self.pause(question, waiting, code)
             }
         }
     }
 
     /// Keeps a waiting execution and asks its client with `input_required`.
-    fn pause(&self, question: Question, waiting: Waiting<CallToolResult>) -> CallToolResponse {
+    fn pause(
+        &self,
+        question: Question,
+        waiting: Waiting<CallToolResult>,
+        code: &str,
+    ) -> CallToolResponse {
         let key = match random_key() {
             Ok(key) => key,
             Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
@@ -321,7 +342,7 @@ impl Session {
             Ok(paused) => paused,
             Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
         };
-        match paused.pause(key, waiting) {
+        match paused.pause(key, waiting, code) {
             Ok(state) => {
                 let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
                 InputRequiredResult::new(Some(questions), Some(state)).into()
@@ -334,39 +355,56 @@ impl Session {
     }
 
     /// A 2026-07-28 client's retry: its answer goes to the execution its `requestState` names,
-    /// which then goes on. A state that was altered or not issued here is refused (-32602).
+    /// which then goes on; an execution that paused in another process is resumed here by
+    /// replaying its journal. A state that was altered, not issued here (nor by a replica
+    /// sharing the key), or bound to another program is refused (-32602).
     async fn resume(
         &self,
         state: &str,
         answers: Option<InputResponses>,
+        code: String,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let invalid = |why: String| ErrorData::new(ErrorCode::INVALID_PARAMS, why, None);
         let paused = self
             .gateway
             .paused()
             .map_err(|why| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None))?;
-        let (key, waiting) = paused
-            .resume(state)
-            .map_err(|why| ErrorData::new(ErrorCode::INVALID_PARAMS, why, None))?;
         let answer = answers.and_then(|mut answers| answers.remove(INPUT_KEY));
+        if let Some(answer) = &answer
+            && !answer.is_object()
+        {
+            return Err(invalid(format!(
+                "inputResponses.{INPUT_KEY} must be an object (the answer's result)"
+            )));
+        }
+        let (key, waiting) = match paused.resume(state, &code).map_err(invalid)? {
+            Resumed::Here { key, waiting } => (key, *waiting),
+            Resumed::Replay(point) => {
+                let Some(answer) = answer else {
+                    return Err(invalid(format!(
+                        "inputResponses.{INPUT_KEY} is missing: the answer is what resumes the \
+                         execution"
+                    )));
+                };
+                tracing::info!(
+                    calls = point.recorded.len(),
+                    "resuming an execution by replay"
+                );
+                let replay = Replaying::new(*point, answer);
+                return Ok(self.execute_stateless(code, Some(replay), context).await);
+            }
+        };
         match answer {
             // No answer to the question: it is asked again.
             None => {
                 let question = waiting.question.clone();
                 paused.put_back(key.clone(), waiting);
                 let state = paused
-                    .reseal(&key)
+                    .reseal(&key, &code)
                     .map_err(|why| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None))?;
                 let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
                 Ok(InputRequiredResult::new(Some(questions), Some(state)).into())
-            }
-            Some(answer) if !answer.is_object() => {
-                paused.put_back(key, waiting);
-                Err(ErrorData::new(
-                    ErrorCode::INVALID_PARAMS,
-                    format!("inputResponses.{INPUT_KEY} must be an object (the answer's result)"),
-                    None,
-                ))
             }
             Some(answer) => {
                 let Waiting {
@@ -376,7 +414,7 @@ impl Session {
                     ..
                 } = waiting;
                 let _ = reply.send(Ok(answer));
-                Ok(self.next_event(events, cancel, context).await)
+                Ok(self.next_event(events, cancel, &code, context).await)
             }
         }
     }
