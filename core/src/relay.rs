@@ -301,6 +301,8 @@ pub struct Waiting<T> {
 /// program's text, so it answers only a retry of the same `execute_code`.
 pub struct Paused<T> {
     codec: RequestStateCodec,
+    /// Encrypts the journal a state carries (the tool results the program saw).
+    journal_key: ring::aead::LessSafeKey,
     replica: String,
     waiting: Mutex<HashMap<String, Waiting<T>>>,
     /// States this process resumed by replay, so that one is never replayed twice here.
@@ -312,13 +314,26 @@ pub struct Paused<T> {
     keep: Duration,
 }
 
-/// What a `requestState` holds.
+/// What a `requestState` holds (signed as a whole; the journal also encrypted).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StateText {
     replica: String,
     key: String,
+    /// The replay [`Point`] as JSON, encrypted: nonce then ciphertext and tag, base64url.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    point: Option<Point>,
+    journal: Option<String>,
+}
+
+/// The journal's key: HKDF-SHA256 of the signing secret, for ChaCha20-Poly1305.
+fn journal_key(secret: &[u8]) -> Result<ring::aead::LessSafeKey, String> {
+    let salt = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"runbyte requestState journal");
+    let prk = salt.extract(secret);
+    let okm = prk
+        .expand(&[b"v1"], &ring::aead::CHACHA20_POLY1305)
+        .map_err(|_| "cannot derive the journal key".to_owned())?;
+    Ok(ring::aead::LessSafeKey::new(ring::aead::UnboundKey::from(
+        okm,
+    )))
 }
 
 /// How a retry resumes its execution.
@@ -348,6 +363,7 @@ impl<T> Paused<T> {
                 random
             }
         };
+        let journal_key = journal_key(&secret)?;
         let codec = RequestStateCodec::try_new(secret)
             .map_err(|e| format!("the requestState signing key is not usable: {e}"))?;
         let mut tag = [0u8; 6];
@@ -358,6 +374,7 @@ impl<T> Paused<T> {
         let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         Ok(Paused {
             codec,
+            journal_key,
             replica: format!("{host}/{}/{tag}", std::process::id()),
             waiting: Mutex::new(HashMap::new()),
             replayed: Mutex::default(),
@@ -381,10 +398,11 @@ impl<T> Paused<T> {
     }
 
     fn seal(&self, key: &str, point: Option<&Point>, code: &str) -> Result<String, String> {
+        let journal = point.map(|point| self.encrypt(point)).transpose()?;
         let text = StateText {
             replica: self.replica.clone(),
             key: key.to_owned(),
-            point: point.cloned(),
+            journal,
         };
         let text = serde_json::to_vec(&text).map_err(|e| e.to_string())?;
         Ok(self.codec.seal_with(
@@ -429,7 +447,11 @@ impl<T> Paused<T> {
                 waiting: Box::new(waiting),
             });
         }
-        let Some(point) = text.point else {
+        let Some(point) = text
+            .journal
+            .map(|journal| self.decrypt(&journal))
+            .transpose()?
+        else {
             return Err(format!(
                 "the execution this answer belongs to waits in another Runbyte process \
                  (`{}`) and cannot resume elsewhere (its question came while other calls were \
@@ -451,6 +473,43 @@ impl<T> Paused<T> {
             seen.remove(&oldest);
         }
         Ok(Resumed::Replay(Box::new(point)))
+    }
+
+    fn encrypt(&self, point: &Point) -> Result<String, String> {
+        use base64::Engine as _;
+        let mut sealed = serde_json::to_vec(point).map_err(|e| e.to_string())?;
+        let mut nonce = [0u8; ring::aead::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|e| format!("cannot make a nonce: {e}"))?;
+        self.journal_key
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::empty(),
+                &mut sealed,
+            )
+            .map_err(|_| "cannot encrypt the journal".to_owned())?;
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&sealed);
+        Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(out))
+    }
+
+    fn decrypt(&self, journal: &str) -> Result<Point, String> {
+        use base64::Engine as _;
+        let unreadable = || "the requestState's journal cannot be read".to_owned();
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(journal)
+            .map_err(|_| unreadable())?;
+        if bytes.len() < ring::aead::NONCE_LEN {
+            return Err(unreadable());
+        }
+        let (nonce, sealed) = bytes.split_at(ring::aead::NONCE_LEN);
+        let nonce =
+            ring::aead::Nonce::try_assume_unique_for_key(nonce).map_err(|_| unreadable())?;
+        let mut sealed = sealed.to_vec();
+        let plain = self
+            .journal_key
+            .open_in_place(nonce, ring::aead::Aad::empty(), &mut sealed)
+            .map_err(|_| unreadable())?;
+        serde_json::from_slice(plain).map_err(|_| unreadable())
     }
 
     /// Puts back an execution whose retry did not answer its question.
@@ -770,5 +829,50 @@ mod tests {
             &json!({"action": "accept", "content": {"approve": false}})
         ));
         assert!(!approved(&json!({"action": "decline"})));
+    }
+}
+
+#[cfg(test)]
+mod journal_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_journal_travels_encrypted_and_an_altered_one_is_unreadable() {
+        let paused: Paused<u32> =
+            Paused::new(Duration::from_secs(60), Some(b"k".repeat(32))).unwrap();
+        let point = Point {
+            recorded: [(
+                0,
+                Recorded {
+                    server: "s".into(),
+                    tool: "t".into(),
+                    arguments: json!({"q": "secret-argument"}),
+                    result: Ok(json!("secret-result")),
+                },
+            )]
+            .into_iter()
+            .collect(),
+            index: 1,
+            origin: Origin::InputRequired,
+        };
+        let sealed = paused.encrypt(&point).unwrap();
+        assert!(!sealed.contains("secret"));
+        use base64::Engine as _;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&sealed)
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&raw).contains("secret"));
+        assert_eq!(paused.decrypt(&sealed).unwrap(), point);
+        let mut altered = raw.clone();
+        let last = altered.len() - 1;
+        altered[last] ^= 1;
+        let altered = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(altered);
+        assert!(paused.decrypt(&altered).is_err());
+        // Another key cannot read it.
+        let other: Paused<u32> =
+            Paused::new(Duration::from_secs(60), Some(b"o".repeat(32))).unwrap();
+        assert!(other.decrypt(&sealed).is_err());
     }
 }
