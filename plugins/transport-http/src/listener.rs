@@ -446,15 +446,7 @@ impl State {
             session.to_host(message);
         }
         if created {
-            let accepted = Accepted {
-                pump: Box::new(SessionPump::new(&session)),
-                peer: peer.to_string(),
-                session: session.id.clone(),
-            };
-            let delivered = lock(&self.accept_tx)
-                .as_ref()
-                .is_some_and(|tx| tx.send(accepted).is_ok());
-            if !delivered {
+            if !self.hand_to_host(&session, peer) {
                 session.end("the listener is closing");
                 return server::error_status(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -480,6 +472,18 @@ impl State {
             response.headers_mut().insert(SESSION_HEADER, value);
         }
         response
+    }
+
+    /// Hands a new session to the host's `accept`; `false` when the listener is closing.
+    fn hand_to_host(&self, session: &Arc<Session>, peer: SocketAddr) -> bool {
+        let accepted = Accepted {
+            pump: Box::new(SessionPump::new(session)),
+            peer: peer.to_string(),
+            session: session.id.clone(),
+        };
+        lock(&self.accept_tx)
+            .as_ref()
+            .is_some_and(|tx| tx.send(accepted).is_ok())
     }
 
     /// Answers one MCP 2026-07-28 request (see [`modern`]): checked, then served by the host as
@@ -529,15 +533,7 @@ impl State {
             Err(answer) => return answer,
         };
         session.to_host(message);
-        let accepted = Accepted {
-            pump: Box::new(SessionPump::new(&session)),
-            peer: peer.to_string(),
-            session: session.id.clone(),
-        };
-        let delivered = lock(&self.accept_tx)
-            .as_ref()
-            .is_some_and(|tx| tx.send(accepted).is_ok());
-        if !delivered {
+        if !self.hand_to_host(&session, peer) {
             return modern::error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 Some(&id),
