@@ -16,6 +16,7 @@ use crate::{
     plugin::{self, PluginError, PluginSearch, PolicyPlugin},
     relay::Paused,
     sandbox::{Sandbox, SandboxOptions},
+    state_store::StateStore,
     vfs::Vfs,
 };
 
@@ -31,6 +32,9 @@ pub enum StartError {
     /// The `requestState` signing key could not be read.
     #[error("[server] state-key-file: {0}")]
     StateKey(String),
+    /// The state store's URL cannot be used.
+    #[error("[server] state-store: {0}")]
+    StateStore(String),
 }
 
 /// Everything a running Runbyte holds.
@@ -85,7 +89,9 @@ impl Gateway {
             .collect::<Result<Vec<_>, _>>()?;
         let audit = AuditLog::from_config(&config).map_err(StartError::Audit)?;
         let gateway = Self::assemble(config, search, Some(dialect), policies, audit);
-        // A key file that cannot be used is a start-up error, not a surprise at the first pause.
+        // A key file or a store that cannot be used is a start-up error, not a surprise at the
+        // first pause.
+        gateway.state_store().map_err(StartError::StateStore)?;
         if gateway.config.server.state_key_file.is_some() {
             gateway.paused().map_err(StartError::StateKey)?;
         }
@@ -125,7 +131,7 @@ impl Gateway {
     /// [`crate::relay`]), made on first use.
     pub fn paused(&self) -> Result<&Paused<CallToolResult>, String> {
         self.paused
-            .get_or_init(|| Paused::new(PAUSED_KEEP, self.state_key()?))
+            .get_or_init(|| Paused::new(PAUSED_KEEP, self.state_key()?, self.state_store()?))
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -148,6 +154,17 @@ impl Gateway {
             ));
         }
         Ok(Some(key))
+    }
+
+    /// The shared store of large journals and replay claims, when `[server] state-store` names
+    /// one (nothing connects yet).
+    fn state_store(&self) -> Result<Option<StateStore>, String> {
+        self.config
+            .server
+            .state_store
+            .as_deref()
+            .map(StateStore::open)
+            .transpose()
     }
 
     /// The sandbox, its worker pool started on first use.
@@ -173,6 +190,20 @@ impl Gateway {
             let events = self.hub.subscribe();
             codegen.rebuild_all().await;
             tokio::spawn(codegen.clone().run(events));
+        }
+        // A store that does not answer is told at start, not at the first large pause; nothing
+        // waits on it (a pause without it resumes only on its replica).
+        if self.config.server.state_store.is_some()
+            && let Ok(paused) = self.paused()
+            && let Some(store) = paused.store().cloned()
+        {
+            tokio::spawn(async move {
+                if let Err(error) = store.ping().await {
+                    tracing::warn!(
+                        "{error}: until it answers, executions resume only where they paused"
+                    );
+                }
+            });
         }
         let _ = self.ready_tx.send(true);
     }

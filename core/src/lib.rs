@@ -26,5 +26,6 @@ mod redact;
 mod relay;
 pub mod sandbox;
 mod server;
+mod state_store;
 mod text;
 mod vfs;

@@ -35,6 +35,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::state_store::StateStore;
+
 /// What can be asked: an `elicitation/create`, `sampling/createMessage` or `roots/list` request.
 pub type Question = InputRequest;
 
@@ -95,6 +97,12 @@ pub struct Point {
     /// The index of the call that asked, and how it asked.
     pub index: u64,
     pub origin: Origin,
+    /// `Math.random`'s seed in the run that asked.
+    #[serde(default)]
+    pub seed: u64,
+    /// The clock readings and event-loop turns the program observed before it asked.
+    #[serde(default, skip_serializing_if = "crate::sandbox::Observed::is_empty")]
+    pub observed: crate::sandbox::Observed,
 }
 
 /// The method a question calls.
@@ -275,10 +283,28 @@ impl<T: Send + 'static> Asker for RoundTrip<T> {
 }
 
 /// How long a paused execution's `requestState` stays valid (its own time limit usually ends it
-/// sooner).
+/// sooner); a journal kept in the state store, and the claim that a state was replayed, live as
+/// long.
 const STATE_TTL: Duration = Duration::from_secs(24 * 3600);
 /// The most executions waiting for a client's answer at once.
 const MAX_PAUSED: usize = 1024;
+/// The largest sealed journal a `requestState` carries itself (base64 makes it 4/3 of that in
+/// the state). Past it, the journal goes to the state store, or, without one, the execution
+/// resumes only on the replica that paused it.
+///
+/// Only past it, and not every journal: a state that carries its journal costs the store no
+/// write, no read and no memory for a day, and a pause never waits on the store for the usual
+/// small journal; the price is at most ~85 KiB more in each retry. (Replaying still asks the
+/// store, to claim the state once.)
+const MAX_INLINE_JOURNAL: usize = 64 << 10;
+/// The most a sealed journal may inflate to when it is read back: well above what the recorder
+/// keeps (256 KiB of JSON, `execute::bridge`), far below what would hurt a replica fed a deflate
+/// bomb by a peer that holds the key.
+const MAX_INFLATED_JOURNAL: usize = 8 << 20;
+/// The sealed journal's format, its first byte (authenticated with it): 1 is the JSON of a
+/// [`Point`], raw deflate, then ChaCha20-Poly1305 (nonce, ciphertext, tag). Another value is a
+/// journal of another version of Runbyte, refused by name.
+const JOURNAL_FORMAT: u8 = 1;
 
 /// One execution waiting for its client's answer.
 pub struct Waiting<T> {
@@ -297,21 +323,40 @@ pub struct Waiting<T> {
 
 /// Executions of 2026-07-28 clients that wait for an answer, by the key in their signed
 /// `requestState`. The state names the process (`replica`) that holds the execution and, when
-/// the execution can resume anywhere, carries its journal ([`Point`]); it is bound to the
+/// the execution can resume anywhere, carries its journal ([`Point`]) or, past
+/// [`MAX_INLINE_JOURNAL`], the key under which the state store keeps it; it is bound to the
 /// program's text, so it answers only a retry of the same `execute_code`.
+///
+/// A state resumes its execution once: where it paused, by taking it out of the table; elsewhere
+/// by replay, claimed in the state store when there is one (once across the replicas), else in
+/// this process (once per process). With a store, a state that could have been replayed is
+/// claimed where it paused too, so the execution never goes on twice.
+///
+/// The journal's bounds, and where each is enforced:
+///
+/// | bound | value | enforced by |
+/// |---|---|---|
+/// | JSON recorded | 256 KiB | `execute::bridge` (`MAX_JOURNAL_BYTES`): past it, not replayable |
+/// | sealed, inline in the state | [`MAX_INLINE_JOURNAL`], 64 KiB | [`Paused::pause`]: past it, the store, else not replayable |
+/// | JSON inflated on resume | [`MAX_INFLATED_JOURNAL`], 8 MiB | [`Paused::resume`]: past it, refused |
+/// | life in the store, of the claim | [`STATE_TTL`], 24 h | Redis `EX` |
+/// | store connect, command | 2 s, 2 s | `crate::state_store` |
 pub struct Paused<T> {
     codec: RequestStateCodec,
     /// Encrypts the journal a state carries (the tool results the program saw).
     journal_key: ring::aead::LessSafeKey,
     replica: String,
     waiting: Mutex<HashMap<String, Waiting<T>>>,
-    /// States this process resumed by replay, so that one is never replayed twice here.
+    /// States this process resumed by replay, so that one is never replayed twice here (when
+    /// there is no store to claim them in).
     replayed: Mutex<(
         std::collections::HashSet<String>,
         std::collections::VecDeque<String>,
     )>,
     /// Bound on each entry's life: past it, the execution has timed out anyway.
     keep: Duration,
+    /// `[server] state-store`, shared by the replicas.
+    store: Option<StateStore>,
 }
 
 /// What a `requestState` holds (signed as a whole; the journal also encrypted).
@@ -319,9 +364,25 @@ pub struct Paused<T> {
 struct StateText {
     replica: String,
     key: String,
-    /// The replay [`Point`] as JSON, encrypted: nonce then ciphertext and tag, base64url.
+    /// The sealed replay [`Point`] (see [`JOURNAL_FORMAT`]), base64url.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     journal: Option<String>,
+    /// The token under which the state store keeps the sealed journal, when it was too large to
+    /// carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stored: Option<String>,
+}
+
+impl StateText {
+    /// Whether another replica could replay it.
+    fn replayable(&self) -> bool {
+        self.journal.is_some() || self.stored.is_some()
+    }
+
+    /// What a replay claims.
+    fn id(&self) -> String {
+        format!("{}|{}", self.replica, self.key)
+    }
 }
 
 /// The journal's key: HKDF-SHA256 of the signing secret, for ChaCha20-Poly1305.
@@ -347,13 +408,44 @@ pub enum Resumed<T> {
     Replay(Box<Point>),
 }
 
+/// Why a retry's `requestState` resumes nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// The state resumes nothing, now or later: altered, not issued by a replica sharing the
+    /// key, bound to another program, already used, expired, or held by another replica.
+    #[error("{0}")]
+    Refused(String),
+    /// The state store could not be used (the error names it); the same retry may succeed once
+    /// it answers again.
+    #[error("{0}")]
+    Store(String),
+}
+
+/// Where a sealed journal travels.
+enum Carried {
+    /// Nowhere: the execution resumes only where it paused.
+    Not,
+    /// In the state, base64url.
+    Inline(String),
+    /// In the state store, under this token.
+    Stored(String),
+}
+
 /// The most replayed states a process remembers (to refuse a second replay of one).
 const MAX_REPLAYED: usize = 65_536;
 
+const ALREADY_USED: &str =
+    "this answer was already used to resume its execution (on this replica or another)";
+
 impl<T> Paused<T> {
     /// An empty table whose states are signed with `secret` (from `[server] state-key-file`),
-    /// or with a fresh random key of this process's own when there is none.
-    pub fn new(keep: Duration, secret: Option<Vec<u8>>) -> Result<Self, String> {
+    /// or with a fresh random key of this process's own when there is none; large journals and
+    /// replay claims go to `store` (`[server] state-store`) when there is one.
+    pub fn new(
+        keep: Duration,
+        secret: Option<Vec<u8>>,
+        store: Option<StateStore>,
+    ) -> Result<Self, String> {
         let secret = match secret {
             Some(secret) => secret,
             None => {
@@ -379,30 +471,88 @@ impl<T> Paused<T> {
             waiting: Mutex::new(HashMap::new()),
             replayed: Mutex::default(),
             keep,
+            store,
         })
     }
 
-    /// Keeps a waiting execution of `code`; the signed `requestState` that finds it again.
-    pub fn pause(&self, key: String, waiting: Waiting<T>, code: &str) -> Result<String, String> {
-        let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
-        let keep = self.keep;
-        table.retain(|_, entry| entry.since.elapsed() < keep && !entry.answer.is_closed());
-        if table.len() >= MAX_PAUSED {
-            return Err(format!(
-                "{MAX_PAUSED} executions already wait for their clients' answers"
-            ));
+    /// The state store, when there is one.
+    pub fn store(&self) -> Option<&StateStore> {
+        self.store.as_ref()
+    }
+
+    /// Keeps a waiting execution of `code`; the signed `requestState` that finds it again. A
+    /// journal past [`MAX_INLINE_JOURNAL`] is written to the state store first (a store that
+    /// fails is logged, and the execution resumes only here).
+    pub async fn pause(
+        &self,
+        key: String,
+        waiting: Waiting<T>,
+        code: &str,
+    ) -> Result<String, String> {
+        let full = || format!("{MAX_PAUSED} executions already wait for their clients' answers");
+        {
+            let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
+            let keep = self.keep;
+            table.retain(|_, entry| entry.since.elapsed() < keep && !entry.answer.is_closed());
+            if table.len() >= MAX_PAUSED {
+                return Err(full());
+            }
         }
-        let state = self.seal(&key, waiting.point.as_ref(), code)?;
+        let journal = match &waiting.point {
+            Some(point) => self.carry(point).await?,
+            None => Carried::Not,
+        };
+        let state = self.seal(&key, journal, code)?;
+        let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
+        // Pauses that ran while this one wrote to the store may have filled it.
+        if table.len() >= MAX_PAUSED {
+            return Err(full());
+        }
         table.insert(key, waiting);
         Ok(state)
     }
 
-    fn seal(&self, key: &str, point: Option<&Point>, code: &str) -> Result<String, String> {
-        let journal = point.map(|point| self.encrypt(point)).transpose()?;
+    /// Where `point` travels: in the state, in the store, or (too large without a store, or the
+    /// store failing) nowhere.
+    async fn carry(&self, point: &Point) -> Result<Carried, String> {
+        use base64::Engine as _;
+        let sealed = self.encrypt(point)?;
+        if sealed.len() <= MAX_INLINE_JOURNAL {
+            return Ok(Carried::Inline(
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed),
+            ));
+        }
+        let Some(store) = &self.store else {
+            tracing::info!(
+                bytes = sealed.len(),
+                "the journal is too large for a requestState and no [server] state-store is set: \
+                 the execution resumes only on this replica"
+            );
+            return Ok(Carried::Not);
+        };
+        match store.put(&sealed, STATE_TTL).await {
+            Ok(token) => Ok(Carried::Stored(token)),
+            Err(error) => {
+                tracing::warn!(
+                    store = store.name(),
+                    "{error}: the execution resumes only on this replica"
+                );
+                Ok(Carried::Not)
+            }
+        }
+    }
+
+    fn seal(&self, key: &str, journal: Carried, code: &str) -> Result<String, String> {
+        let (journal, stored) = match journal {
+            Carried::Not => (None, None),
+            Carried::Inline(journal) => (Some(journal), None),
+            Carried::Stored(token) => (None, Some(token)),
+        };
         let text = StateText {
             replica: self.replica.clone(),
             key: key.to_owned(),
             journal,
+            stored,
         };
         let text = serde_json::to_vec(&text).map_err(|e| e.to_string())?;
         Ok(self.codec.seal_with(
@@ -413,58 +563,161 @@ impl<T> Paused<T> {
         ))
     }
 
-    /// A fresh `requestState` for an execution already in the table.
-    pub fn reseal(&self, key: &str, code: &str) -> Result<String, String> {
-        let table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
-        let waiting = table.get(key).ok_or("the execution has ended")?;
-        self.seal(key, waiting.point.as_ref(), code)
-    }
-
     /// The execution a client's `requestState` names. A state that was altered, signed with
-    /// another key, or bound to another program is an error; so is one whose execution ended
-    /// here, and one that paused elsewhere without a journal (or was replayed here already).
-    pub fn resume(&self, state: &str, code: &str) -> Result<Resumed<T>, String> {
+    /// another key, or bound to another program is refused; so is one whose execution ended
+    /// here, one that paused elsewhere without a journal, and one used already. A state store
+    /// that a replay needs and that fails is a [`ResumeError::Store`].
+    ///
+    /// `answered` says whether the retry carries the answer: a replay needs it, and without it
+    /// is refused before the state is claimed (so that the state still resumes with it later).
+    pub async fn resume(
+        &self,
+        state: &str,
+        code: &str,
+        answered: bool,
+    ) -> Result<Resumed<T>, ResumeError> {
+        use base64::Engine as _;
         let payload = self
             .codec
             .open_with(state, code.as_bytes())
             .map_err(|error| {
-                format!(
+                ResumeError::Refused(format!(
                     "the requestState was not issued by this Runbyte (nor a replica sharing its \
                  state-key-file) for this program, or it was altered ({error})"
-                )
+                ))
             })?;
-        let text: StateText = serde_json::from_slice(&payload)
-            .map_err(|_| "the requestState does not name an execution".to_owned())?;
+        let text: StateText = serde_json::from_slice(&payload).map_err(|_| {
+            ResumeError::Refused("the requestState does not name an execution".to_owned())
+        })?;
         if text.replica == self.replica {
-            let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
-            let waiting = table.remove(&text.key).ok_or_else(|| {
-                "the execution this answer belongs to has ended (it ran out of time, or it was \
-                 already answered)"
-                    .to_owned()
-            })?;
-            return Ok(Resumed::Here {
-                key: text.key,
-                waiting: Box::new(waiting),
-            });
+            return self.resume_here(text).await;
         }
-        let Some(point) = text
-            .journal
-            .map(|journal| self.decrypt(&journal))
-            .transpose()?
-        else {
-            return Err(format!(
-                "the execution this answer belongs to waits in another Runbyte process \
-                 (`{}`) and cannot resume elsewhere (its question came while other calls were \
-                 in flight, or from a server's request during a call): route this client's \
-                 retries to that replica",
-                text.replica
+        if !answered && text.replayable() {
+            return Err(ResumeError::Refused(
+                "the retry carries no answer, and this execution paused on another replica: it \
+                 resumes here only with its answer"
+                    .to_owned(),
             ));
+        }
+        let sealed = match (&text.journal, &text.stored) {
+            (Some(journal), _) => base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(journal)
+                .map_err(|_| ResumeError::Refused(UNREADABLE.to_owned()))?,
+            (None, Some(token)) => self.fetch(&text, token).await?,
+            (None, None) => {
+                return Err(ResumeError::Refused(format!(
+                    "the execution this answer belongs to waits in another Runbyte process \
+                     (`{}`) and cannot resume elsewhere (its question came while other calls \
+                     were in flight, or from a server's request during a call, or its journal \
+                     was too large to carry without a [server] state-store): route this \
+                     client's retries to that replica",
+                    text.replica
+                )));
+            }
         };
-        let mut replayed = self.replayed.lock().map_err(|_| "poisoned".to_owned())?;
+        let point = self.decrypt(&sealed).map_err(ResumeError::Refused)?;
+        self.claim(&text).await?;
+        if let (Some(store), Some(token)) = (&self.store, &text.stored)
+            && let Err(error) = store.delete(token).await
+        {
+            tracing::warn!("{error}; it expires on its own");
+        }
+        Ok(Resumed::Replay(Box::new(point)))
+    }
+
+    /// A state that paused in this process: its execution, taken out of the table. With a
+    /// store, a state that another replica could have replayed is claimed first: when one did,
+    /// this execution must not go on too, and it is cancelled.
+    async fn resume_here(&self, text: StateText) -> Result<Resumed<T>, ResumeError> {
+        let waiting = {
+            let mut table = self
+                .waiting
+                .lock()
+                .map_err(|_| ResumeError::Refused("poisoned".to_owned()))?;
+            table.remove(&text.key).ok_or_else(|| {
+                ResumeError::Refused(
+                    "the execution this answer belongs to has ended (it ran out of time, or it \
+                     was already answered)"
+                        .to_owned(),
+                )
+            })?
+        };
+        if let Some(store) = &self.store
+            && text.replayable()
+        {
+            match store.claim(&text.id(), STATE_TTL).await {
+                Ok(true) => {
+                    if let Some(token) = &text.stored
+                        && let Err(error) = store.delete(token).await
+                    {
+                        tracing::warn!("{error}; it expires on its own");
+                    }
+                }
+                Ok(false) => {
+                    waiting.cancel.cancel();
+                    return Err(ResumeError::Refused(ALREADY_USED.to_owned()));
+                }
+                // No replica can replay it while the store fails either (its claim fails too):
+                // the execution here goes on.
+                Err(error) => tracing::warn!("{error}; resuming the execution where it paused"),
+            }
+        }
+        Ok(Resumed::Here {
+            key: text.key,
+            waiting: Box::new(waiting),
+        })
+    }
+
+    /// The sealed journal the store keeps for `text`.
+    async fn fetch(&self, text: &StateText, token: &str) -> Result<Vec<u8>, ResumeError> {
+        let Some(store) = &self.store else {
+            return Err(ResumeError::Refused(format!(
+                "the journal of this execution is in the state store of the replica that paused \
+                 it (`{}`), and this Runbyte has no [server] state-store: give every replica the \
+                 same one",
+                text.replica
+            )));
+        };
+        match store.get(token).await {
+            Ok(Some(sealed)) => Ok(sealed),
+            Ok(None) => Err(ResumeError::Refused(
+                if store.claimed(&text.id()).await.unwrap_or(false) {
+                    ALREADY_USED.to_owned()
+                } else {
+                    format!(
+                        "the journal of this execution is no longer in the state store {} (it \
+                         expired, or the store lost it)",
+                        store.name()
+                    )
+                },
+            )),
+            Err(error) => Err(ResumeError::Store(format!(
+                "{error}; the execution can resume once it answers again"
+            ))),
+        }
+    }
+
+    /// Records that `text` is being replayed; refused when it was already.
+    async fn claim(&self, text: &StateText) -> Result<(), ResumeError> {
+        if let Some(store) = &self.store {
+            return match store.claim(&text.id(), STATE_TTL).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(ResumeError::Refused(ALREADY_USED.to_owned())),
+                Err(error) => Err(ResumeError::Store(format!(
+                    "{error}; without it Runbyte cannot make sure the execution resumes only once"
+                ))),
+            };
+        }
+        let mut replayed = self
+            .replayed
+            .lock()
+            .map_err(|_| ResumeError::Refused("poisoned".to_owned()))?;
         let (seen, order) = &mut *replayed;
-        let id = format!("{}|{}", text.replica, text.key);
+        let id = text.id();
         if !seen.insert(id.clone()) {
-            return Err("this answer was already used to resume its execution here".to_owned());
+            return Err(ResumeError::Refused(
+                "this answer was already used to resume its execution here".to_owned(),
+            ));
         }
         order.push_back(id);
         if order.len() > MAX_REPLAYED
@@ -472,53 +725,68 @@ impl<T> Paused<T> {
         {
             seen.remove(&oldest);
         }
-        Ok(Resumed::Replay(Box::new(point)))
+        Ok(())
     }
 
-    fn encrypt(&self, point: &Point) -> Result<String, String> {
-        use base64::Engine as _;
-        let mut sealed = serde_json::to_vec(point).map_err(|e| e.to_string())?;
+    /// `point` sealed: [`JOURNAL_FORMAT`], then its JSON deflated and encrypted.
+    fn encrypt(&self, point: &Point) -> Result<Vec<u8>, String> {
+        let json = serde_json::to_vec(point).map_err(|e| e.to_string())?;
+        self.seal_deflated(miniz_oxide::deflate::compress_to_vec(&json, 6))
+    }
+
+    fn seal_deflated(&self, mut sealed: Vec<u8>) -> Result<Vec<u8>, String> {
         let mut nonce = [0u8; ring::aead::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|e| format!("cannot make a nonce: {e}"))?;
         self.journal_key
             .seal_in_place_append_tag(
                 ring::aead::Nonce::assume_unique_for_key(nonce),
-                ring::aead::Aad::empty(),
+                ring::aead::Aad::from([JOURNAL_FORMAT]),
                 &mut sealed,
             )
             .map_err(|_| "cannot encrypt the journal".to_owned())?;
-        let mut out = nonce.to_vec();
+        let mut out = Vec::with_capacity(1 + nonce.len() + sealed.len());
+        out.push(JOURNAL_FORMAT);
+        out.extend_from_slice(&nonce);
         out.extend_from_slice(&sealed);
-        Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(out))
+        Ok(out)
     }
 
-    fn decrypt(&self, journal: &str) -> Result<Point, String> {
-        use base64::Engine as _;
-        let unreadable = || "the requestState's journal cannot be read".to_owned();
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(journal)
-            .map_err(|_| unreadable())?;
-        if bytes.len() < ring::aead::NONCE_LEN {
+    fn decrypt(&self, sealed: &[u8]) -> Result<Point, String> {
+        let unreadable = || UNREADABLE.to_owned();
+        let Some((&format, rest)) = sealed.split_first() else {
+            return Err(unreadable());
+        };
+        if format != JOURNAL_FORMAT {
+            return Err(format!(
+                "the requestState's journal is in format {format}, and this Runbyte reads format \
+                 {JOURNAL_FORMAT}: a replica of another version paused it (resume it there)"
+            ));
+        }
+        if rest.len() < ring::aead::NONCE_LEN {
             return Err(unreadable());
         }
-        let (nonce, sealed) = bytes.split_at(ring::aead::NONCE_LEN);
+        let (nonce, sealed) = rest.split_at(ring::aead::NONCE_LEN);
         let nonce =
             ring::aead::Nonce::try_assume_unique_for_key(nonce).map_err(|_| unreadable())?;
         let mut sealed = sealed.to_vec();
-        let plain = self
+        let deflated = self
             .journal_key
-            .open_in_place(nonce, ring::aead::Aad::empty(), &mut sealed)
+            .open_in_place(nonce, ring::aead::Aad::from([format]), &mut sealed)
             .map_err(|_| unreadable())?;
-        serde_json::from_slice(plain).map_err(|_| unreadable())
-    }
-
-    /// Puts back an execution whose retry did not answer its question.
-    pub fn put_back(&self, key: String, waiting: Waiting<T>) {
-        if let Ok(mut table) = self.waiting.lock() {
-            table.insert(key, waiting);
-        }
+        let json =
+            miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, MAX_INFLATED_JOURNAL)
+                .map_err(|error| match error.status {
+                    miniz_oxide::inflate::TINFLStatus::HasMoreOutput => format!(
+                        "the requestState's journal inflates past {} MiB: refused",
+                        MAX_INFLATED_JOURNAL >> 20
+                    ),
+                    _ => unreadable(),
+                })?;
+        serde_json::from_slice(&json).map_err(|_| unreadable())
     }
 }
+
+const UNREADABLE: &str = "the requestState's journal cannot be read";
 
 impl<T> Waiting<T> {
     /// A waiting execution, from now.
@@ -724,7 +992,7 @@ mod tests {
         Waiting::new(elicit("q"), answer, events, CancellationToken::new(), point)
     }
 
-    fn here(resumed: Result<Resumed<u32>, String>) -> String {
+    fn here(resumed: Result<Resumed<u32>, ResumeError>) -> String {
         match resumed {
             Ok(Resumed::Here { key, .. }) => key,
             Ok(Resumed::Replay(_)) => panic!("replayed"),
@@ -734,39 +1002,48 @@ mod tests {
 
     #[tokio::test]
     async fn a_paused_execution_is_found_by_its_state_and_only_once() {
-        let paused: Paused<u32> = Paused::new(Duration::from_secs(60), None).unwrap();
+        let paused: Paused<u32> = Paused::new(Duration::from_secs(60), None, None).unwrap();
         let state = paused
             .pause("k1".to_owned(), waiting(None), "code")
+            .await
             .unwrap();
         // Altered by one character: refused by name.
         let mut altered = state.clone().into_bytes();
         let last = altered.len() - 1;
         altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
         let error = paused
-            .resume(std::str::from_utf8(&altered).unwrap(), "code")
+            .resume(std::str::from_utf8(&altered).unwrap(), "code", true)
+            .await
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(error.contains("not issued by this Runbyte"), "{error}");
         // Bound to its program: another program's retry cannot use it.
-        assert!(paused.resume(&state, "other code").is_err());
+        assert!(paused.resume(&state, "other code", true).await.is_err());
         // Another process's key: refused too.
-        let other: Paused<u32> = Paused::new(Duration::from_secs(60), None).unwrap();
-        assert!(other.resume(&state, "code").is_err());
-        assert_eq!(here(paused.resume(&state, "code")), "k1");
-        let error = paused.resume(&state, "code").err().unwrap();
-        assert!(error.contains("has ended"), "{error}");
+        let other: Paused<u32> = Paused::new(Duration::from_secs(60), None, None).unwrap();
+        assert!(other.resume(&state, "code", true).await.is_err());
+        assert_eq!(here(paused.resume(&state, "code", true).await), "k1");
+        let error = paused.resume(&state, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("has ended"), "{error}");
     }
 
     #[tokio::test]
     async fn another_replica_replays_a_journal_once_and_refuses_a_state_without_one() {
         let secret = b"a shared key of thirty-two bytes!".to_vec();
         let (one, two): (Paused<u32>, Paused<u32>) = (
-            Paused::new(Duration::from_secs(60), Some(secret.clone())).unwrap(),
-            Paused::new(Duration::from_secs(60), Some(secret)).unwrap(),
+            Paused::new(Duration::from_secs(60), Some(secret.clone()), None).unwrap(),
+            Paused::new(Duration::from_secs(60), Some(secret), None).unwrap(),
         );
-        let without = one.pause("k2".to_owned(), waiting(None), "code").unwrap();
-        let error = two.resume(&without, "code").err().unwrap();
-        assert!(error.contains("another Runbyte process"), "{error}");
+        let without = one
+            .pause("k2".to_owned(), waiting(None), "code")
+            .await
+            .unwrap();
+        let error = two.resume(&without, "code", true).await.err().unwrap();
+        assert!(
+            error.to_string().contains("another Runbyte process"),
+            "{error}"
+        );
         let point = Point {
             recorded: [(
                 0,
@@ -781,18 +1058,21 @@ mod tests {
             .collect(),
             index: 1,
             origin: Origin::Approval,
+            seed: 7,
+            observed: Default::default(),
         };
         let with = one
             .pause("k3".to_owned(), waiting(Some(point.clone())), "code")
+            .await
             .unwrap();
-        match two.resume(&with, "code") {
+        match two.resume(&with, "code", true).await {
             Ok(Resumed::Replay(replayed)) => assert_eq!(*replayed, point),
             _ => panic!("not replayed"),
         }
-        let error = two.resume(&with, "code").err().unwrap();
-        assert!(error.contains("already used"), "{error}");
-        // Where it paused, it resumes in memory.
-        assert_eq!(here(one.resume(&with, "code")), "k3");
+        let error = two.resume(&with, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("already used"), "{error}");
+        // Where it paused, it resumes in memory: without a store, once per process.
+        assert_eq!(here(one.resume(&with, "code", true).await), "k3");
     }
 
     #[tokio::test]
@@ -838,41 +1118,217 @@ mod journal_tests {
 
     use super::*;
 
-    #[test]
-    fn the_journal_travels_encrypted_and_an_altered_one_is_unreadable() {
-        let paused: Paused<u32> =
-            Paused::new(Duration::from_secs(60), Some(b"k".repeat(32))).unwrap();
-        let point = Point {
-            recorded: [(
-                0,
-                Recorded {
-                    server: "s".into(),
-                    tool: "t".into(),
-                    arguments: json!({"q": "secret-argument"}),
-                    result: Ok(json!("secret-result")),
-                },
-            )]
-            .into_iter()
-            .collect(),
+    fn point(results: Vec<Value>) -> Point {
+        Point {
+            recorded: results
+                .into_iter()
+                .enumerate()
+                .map(|(index, result)| {
+                    let recorded = Recorded {
+                        server: "s".into(),
+                        tool: "t".into(),
+                        arguments: json!({"q": "secret-argument"}),
+                        result: Ok(result),
+                    };
+                    (index as u64, recorded)
+                })
+                .collect(),
             index: 1,
             origin: Origin::InputRequired,
-        };
+            seed: 7,
+            observed: Default::default(),
+        }
+    }
+
+    /// A journal whose sealed form is past the inline cap: 96 KiB of text that deflate cannot
+    /// shrink much (base64 letters from a xorshift).
+    fn large_point() -> Point {
+        const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let results = (0..24)
+            .map(|_| {
+                let text: String = (0..4096)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        LETTERS[(state % 64) as usize] as char
+                    })
+                    .collect();
+                json!(text)
+            })
+            .collect();
+        point(results)
+    }
+
+    fn paused(secret: &[u8], store: Option<StateStore>) -> Paused<u32> {
+        Paused::new(Duration::from_secs(60), Some(secret.to_vec()), store).unwrap()
+    }
+
+    fn asking(point: Point) -> (Waiting<u32>, CancellationToken) {
+        let (answer, _answered) = oneshot::channel();
+        let (_events_tx, events) = mpsc::channel(1);
+        let cancel = CancellationToken::new();
+        let question = approval("q", "s", "t", &json!({}));
+        let waiting = Waiting::new(question, answer, events, cancel.clone(), Some(point));
+        (waiting, cancel)
+    }
+
+    fn replayed(resumed: Result<Resumed<u32>, ResumeError>) -> Point {
+        match resumed {
+            Ok(Resumed::Replay(point)) => *point,
+            Ok(Resumed::Here { .. }) => panic!("resumed here"),
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    const KEY: &[u8] = b"a shared key of thirty-two bytes!";
+
+    #[test]
+    fn the_journal_travels_compressed_and_encrypted_and_an_altered_one_is_unreadable() {
+        let paused = paused(&b"k".repeat(32), None);
+        let point = point(vec![json!("secret-result"); 200]);
+        let json = serde_json::to_vec(&point).unwrap();
         let sealed = paused.encrypt(&point).unwrap();
-        assert!(!sealed.contains("secret"));
-        use base64::Engine as _;
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(&sealed)
-            .unwrap();
-        assert!(!String::from_utf8_lossy(&raw).contains("secret"));
+        assert!(
+            sealed.len() * 10 < json.len(),
+            "{} of {}",
+            sealed.len(),
+            json.len()
+        );
+        assert_eq!(sealed[0], JOURNAL_FORMAT);
+        assert!(!String::from_utf8_lossy(&sealed).contains("secret"));
         assert_eq!(paused.decrypt(&sealed).unwrap(), point);
-        let mut altered = raw.clone();
+        let mut altered = sealed.clone();
         let last = altered.len() - 1;
         altered[last] ^= 1;
-        let altered = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(altered);
-        assert!(paused.decrypt(&altered).is_err());
+        assert_eq!(paused.decrypt(&altered).unwrap_err(), UNREADABLE);
+        // The format byte is authenticated, and another one is refused by name.
+        let mut other_format = sealed.clone();
+        other_format[0] = 2;
+        let error = paused.decrypt(&other_format).unwrap_err();
+        assert!(error.contains("format 2"), "{error}");
+        assert!(paused.decrypt(&[]).is_err());
         // Another key cannot read it.
-        let other: Paused<u32> =
-            Paused::new(Duration::from_secs(60), Some(b"o".repeat(32))).unwrap();
-        assert!(other.decrypt(&sealed).is_err());
+        let other = Paused::<u32>::new(Duration::from_secs(60), Some(b"o".repeat(32)), None);
+        assert!(other.unwrap().decrypt(&sealed).is_err());
+    }
+
+    #[test]
+    fn a_deflate_bomb_is_refused_before_it_inflates() {
+        let paused = paused(KEY, None);
+        // 16 MiB of spaces deflate to some 16 KiB (small enough to travel inline); sealed with
+        // the right key, as a peer that holds the key could.
+        let bomb = miniz_oxide::deflate::compress_to_vec(&vec![b' '; 16 << 20], 10);
+        assert!(bomb.len() < MAX_INLINE_JOURNAL, "{}", bomb.len());
+        let sealed = paused.seal_deflated(bomb).unwrap();
+        let error = paused.decrypt(&sealed).unwrap_err();
+        assert!(error.contains("inflates past 8 MiB"), "{error}");
+        // Just under the bound, it inflates (and is then no journal).
+        let json = miniz_oxide::deflate::compress_to_vec(&vec![b' '; MAX_INFLATED_JOURNAL], 10);
+        let error = paused.decrypt(&paused.seal_deflated(json).unwrap());
+        assert_eq!(error.unwrap_err(), UNREADABLE);
+    }
+
+    #[tokio::test]
+    async fn a_journal_past_the_inline_cap_goes_to_the_store_and_resumes_once_anywhere() {
+        let store = StateStore::memory();
+        let (one, two, three) = (
+            paused(KEY, Some(store.clone())),
+            paused(KEY, Some(store.clone())),
+            paused(KEY, Some(store.clone())),
+        );
+        // A small journal stays in the state.
+        let small = point(vec![json!(1)]);
+        assert!(matches!(
+            one.carry(&small).await.unwrap(),
+            Carried::Inline(_)
+        ));
+        let large = large_point();
+        assert!(one.encrypt(&large).unwrap().len() > MAX_INLINE_JOURNAL);
+        let (waiting, cancel) = asking(large.clone());
+        let state = one.pause("k1".to_owned(), waiting, "code").await.unwrap();
+        assert!(state.len() < 1024, "{} bytes", state.len());
+        // A retry without the answer elsewhere claims nothing: the state still replays after.
+        let error = two.resume(&state, "code", false).await.err().unwrap();
+        assert!(error.to_string().contains("no answer"), "{error}");
+        assert_eq!(replayed(two.resume(&state, "code", true).await), large);
+        // Once across the replicas: a third, and the one that paused it, refuse it.
+        let error = three.resume(&state, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("already used"), "{error}");
+        let error = one.resume(&state, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("already used"), "{error}");
+        assert!(cancel.is_cancelled());
+        // Resumed where it paused first, a state cannot be replayed after.
+        let (waiting, _cancel) = asking(small);
+        let state = one.pause("k2".to_owned(), waiting, "code").await.unwrap();
+        assert!(matches!(
+            one.resume(&state, "code", true).await,
+            Ok(Resumed::Here { .. })
+        ));
+        let error = two.resume(&state, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("already used"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn without_a_store_a_journal_past_the_cap_resumes_only_where_it_paused() {
+        let (one, two) = (paused(KEY, None), paused(KEY, None));
+        let (waiting, _cancel) = asking(large_point());
+        let state = one.pause("k".to_owned(), waiting, "code").await.unwrap();
+        assert!(state.len() < 1024, "{} bytes", state.len());
+        let error = two
+            .resume(&state, "code", true)
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("cannot resume elsewhere") && error.contains(&one.replica),
+            "{error}"
+        );
+        assert!(matches!(
+            one.resume(&state, "code", true).await,
+            Ok(Resumed::Here { .. })
+        ));
+        // A replica without the store cannot read a journal another one stored.
+        let store = StateStore::memory();
+        let three = paused(KEY, Some(store));
+        let (waiting, _cancel) = asking(large_point());
+        let state = three.pause("k".to_owned(), waiting, "code").await.unwrap();
+        let error = two
+            .resume(&state, "code", true)
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("no [server] state-store"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_store_makes_a_pause_local_and_a_replay_fail_by_its_name() {
+        let down = StateStore::open("redis://127.0.0.1:1").unwrap();
+        let (one, two) = (paused(KEY, Some(down.clone())), paused(KEY, Some(down)));
+        let started = Instant::now();
+        // Past the cap: the store fails, so the state carries no journal.
+        assert!(matches!(
+            one.carry(&large_point()).await.unwrap(),
+            Carried::Not
+        ));
+        // A small journal travels inline, but its replay cannot be claimed: refused, for now.
+        let (waiting, _cancel) = asking(point(vec![json!(1)]));
+        let state = one.pause("k".to_owned(), waiting, "code").await.unwrap();
+        match two.resume(&state, "code", true).await {
+            Err(ResumeError::Store(error)) => {
+                assert!(error.contains("redis://127.0.0.1:1/0"), "{error}");
+            }
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("resumed"),
+        }
+        // Where it paused, it still resumes.
+        assert!(matches!(
+            one.resume(&state, "code", true).await,
+            Ok(Resumed::Here { .. })
+        ));
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

@@ -16,8 +16,8 @@ use std::{
 
 use futures::future::BoxFuture;
 use runbyte_core::sandbox::{
-    ErrorKind, Execution, Isolation, Limits, ModuleProvider, Outcome, Sandbox, SandboxOptions,
-    ToolBridge, ToolCall, transpile,
+    Determinism, ErrorKind, Execution, Isolation, Limits, ModuleProvider, Observed, Outcome,
+    Sandbox, SandboxOptions, ToolBridge, ToolCall, Turn, transpile,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -116,17 +116,36 @@ impl ModuleProvider for Vfs {
 
 /// Answers like a server: `echo` returns its arguments, `sleep` waits `ms`, `fail` fails,
 /// `never` never answers, `add-numbers` adds.
+/// It can also stand for a replay: its `determinism` is what executions are given, what they
+/// observe is kept in `observed`, and with `instant` set `sleep` returns at once (as a
+/// recorded result does).
 #[derive(Default)]
 struct Bridge {
     calls: Mutex<Vec<ToolCall>>,
     in_flight: Arc<AtomicUsize>,
     peak: Arc<AtomicUsize>,
+    determinism: Mutex<Option<Determinism>>,
+    observed: Mutex<Observed>,
+    instant: std::sync::atomic::AtomicBool,
 }
 
 impl ToolBridge for Bridge {
+    fn determinism(&self) -> Determinism {
+        self.determinism
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or_else(Determinism::fresh)
+    }
+
+    fn observe(&self, observed: Observed) {
+        self.observed.lock().unwrap().extend(observed);
+    }
+
     fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>> {
         self.calls.lock().unwrap().push(call.clone());
         let (in_flight, peak) = (self.in_flight.clone(), self.peak.clone());
+        let instant = self.instant.load(Ordering::SeqCst);
         Box::pin(async move {
             let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
@@ -134,7 +153,9 @@ impl ToolBridge for Bridge {
                 "echo" | "search" => Ok(call.arguments.clone()),
                 "sleep" => {
                     let ms = call.arguments["ms"].as_u64().unwrap_or(0);
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    if !instant {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                    }
                     Ok(json!({ "slept": ms }))
                 }
                 "fail" => Err(format!("{} failed on purpose", call.tool)),
@@ -1549,4 +1570,105 @@ mod fairness {
         assert_eq!(served.result, Ok(json!(2)));
         flood.abort_all();
     }
+}
+
+/// A program whose result depends on the clock, on `Math.random` and on whether a timer fires
+/// before a call's reply: a replay given the first run's seed and observations takes the first
+/// run's path, though its call now answers at once; without them it would not.
+#[tokio::test]
+async fn a_replay_sees_the_first_runs_clock_randomness_and_turns() {
+    let program = r#"
+        import { callTool } from "runbyte:bridge";
+        const order: string[] = [];
+        const started = Date.now();
+        const random = [Math.random(), Math.random()];
+        setTimeout(() => order.push("timer"), 40);
+        await callTool("demo", "sleep", { ms: 200 });
+        order.push("reply");
+        const stamp = new Date().getTime();
+        await callTool("demo", "echo", {});
+        export default {
+          order, started, stamp, random,
+          later: Date.now() >= stamp,
+          dates: [typeof Date(), new Date(0) instanceof Date, new Date(0), Date.UTC(2020, 0, 1)],
+        };
+    "#;
+    for isolation in BOTH {
+        let first = Harness::new();
+        *first.bridge.determinism.lock().unwrap() = Some(Determinism {
+            seed: 42,
+            record: true,
+            replay: Observed::default(),
+        });
+        let original = first.run(program, isolation).await.result.unwrap();
+        assert_eq!(
+            original["order"],
+            json!(["timer", "reply"]),
+            "{isolation:?}"
+        );
+        assert_eq!(
+            original["dates"],
+            json!(["string", true, "1970-01-01T00:00:00.000Z", 1577836800000u64]),
+            "{isolation:?}"
+        );
+        let observed = first.bridge.observed.lock().unwrap().clone();
+        assert_eq!(observed.clock.len(), 2, "{isolation:?}: {observed:?}");
+        assert_eq!(
+            observed.turns,
+            vec![Turn::Timer(1), Turn::Reply(1)],
+            "{isolation:?}"
+        );
+
+        let replay = Harness::new();
+        replay.bridge.instant.store(true, Ordering::SeqCst);
+        *replay.bridge.determinism.lock().unwrap() = Some(Determinism {
+            seed: 42,
+            record: true,
+            replay: observed.clone(),
+        });
+        let replayed = replay.run(program, isolation).await.result.unwrap();
+        for key in ["order", "started", "stamp", "random"] {
+            assert_eq!(replayed[key], original[key], "{isolation:?}: {key}");
+        }
+        assert_eq!(replayed["later"], json!(true), "{isolation:?}");
+        // The replay records the same observations again (its journal goes on from them).
+        assert_eq!(*replay.bridge.observed.lock().unwrap(), observed);
+
+        // Without the observations the same fast call changes the path; the seed alone still
+        // gives the same numbers.
+        let live = Harness::new();
+        live.bridge.instant.store(true, Ordering::SeqCst);
+        *live.bridge.determinism.lock().unwrap() = Some(Determinism {
+            seed: 42,
+            ..Determinism::default()
+        });
+        let fresh = live.run(program, isolation).await.result.unwrap();
+        assert_eq!(fresh["order"], json!(["reply"]), "{isolation:?}");
+        assert_eq!(fresh["random"], original["random"], "{isolation:?}");
+        assert!(live.bridge.observed.lock().unwrap().is_empty());
+    }
+}
+
+/// A program that reads the clock in a loop outgrows what a run records: it says so (and so is
+/// not replayable) rather than sending ever more.
+#[tokio::test]
+async fn a_run_records_a_bounded_number_of_observations() {
+    let harness = Harness::new();
+    *harness.bridge.determinism.lock().unwrap() = Some(Determinism {
+        seed: 1,
+        record: true,
+        replay: Observed::default(),
+    });
+    let program = r#"
+        import { callTool } from "runbyte:bridge";
+        let last = 0;
+        for (let i = 0; i < 20000; i++) last = Date.now();
+        await callTool("demo", "echo", {});
+        export default last > 0;
+    "#;
+    let outcome = harness.run(program, Isolation::Process).await;
+    assert_eq!(outcome.result, Ok(json!(true)));
+    let observed = harness.bridge.observed.lock().unwrap().clone();
+    assert!(observed.overflow, "{}", observed.len());
+    assert!(observed.clock.is_empty());
 }

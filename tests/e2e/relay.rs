@@ -290,21 +290,102 @@ fn a_paused_execution_resumes_on_another_replica_by_replay_without_calling_twice
 }
 
 #[test]
-fn a_program_that_diverges_when_replayed_stops_with_a_clear_error() {
-    // Its first call's argument is the time: a replay makes another call than the journal has.
-    let program = "import { echo, ask } from './servers/t';\n\
-                   await echo({ message: String(Date.now()) });\n\
-                   export default await ask({ message: 'now?' });";
+fn a_program_that_reads_the_clock_and_randomness_resumes_on_another_replica() {
+    // Its first call's argument is the time, a random number and the order of a timer against
+    // a slow call: the replay is served the first run's clock, seed and turns, so it makes the
+    // same call (returned from the journal) and carries on.
+    let program = "import { echo, slow, ask } from './servers/t';\n\
+                   const order: string[] = [];\n\
+                   setTimeout(() => order.push('timer'), 20);\n\
+                   await slow({ ms: 150 });\n\
+                   order.push('reply');\n\
+                   const message = [Date.now(), Math.random(), ...order].join(' ');\n\
+                   await echo({ message });\n\
+                   const answer = await ask({ message: 'now?' });\n\
+                   export default { message, answer };";
     let (mut first, mut second) = (
         Stdio2026::start(&replica_config("")),
         Stdio2026::start(&replica_config("")),
     );
     let asked = first.call(1, json!({"code": program}), json!({}));
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
     let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
     std::thread::sleep(Duration::from_millis(5));
     let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "x"}}});
     let done = second.call(
         2,
+        json!({"code": program}),
+        json!({"inputResponses": answer, "requestState": state}),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let text = text_of(&done);
+    assert!(
+        text.contains(" timer reply") && text.contains(r#""answer":"x""#),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_call_made_while_a_question_waits_is_held_so_that_a_replay_elsewhere_makes_it_once() {
+    // `change_tools` starts after the question was asked: the state does not hold it, so the
+    // replay on the second replica makes it; the first replica must not have made it too.
+    let program = "import { change_tools, ask } from './servers/t';\n\
+                   const later = async () => {\n\
+                     await new Promise((done) => setTimeout(done, 50));\n\
+                     return change_tools({});\n\
+                   };\n\
+                   const [answer, changed] = await Promise.all([ask({ message: 'go?' }), later()]);\n\
+                   export default { answer, changed };";
+    let (mut first, mut second) = (
+        Stdio2026::start(&replica_config("")),
+        Stdio2026::start(&replica_config("")),
+    );
+    let asked = first.call(1, json!({"code": program}), json!({}));
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    // Time for the held call to have been made, had it not been held.
+    std::thread::sleep(Duration::from_millis(500));
+    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "y"}}});
+    let done = second.call(
+        2,
+        json!({"code": program}),
+        json!({"inputResponses": answer, "requestState": state}),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(text_of(&done).contains("added_1"), "{done}");
+    assert!(
+        !first.list(3, "/servers/t").contains("added_1"),
+        "the first replica made the call that the replay made"
+    );
+}
+
+#[test]
+fn a_program_that_diverges_when_replayed_stops_with_a_clear_error() {
+    // Its first call's argument is how many tools `t` has, and the first replica's `t` gained
+    // one (a call of `change_tools` before): a replay there makes another call than the journal
+    // has.
+    let program = "import * as t from './servers/t';\n\
+                   await t.echo({ message: String(Object.keys(t).length) });\n\
+                   export default await t.ask({ message: 'now?' });";
+    let (mut first, mut second) = (
+        Stdio2026::start(&replica_config("")),
+        Stdio2026::start(&replica_config("")),
+    );
+    let grow =
+        "import { change_tools } from './servers/t';\nexport default await change_tools({});";
+    let grown = first.call(1, json!({"code": grow}), json!({}));
+    assert_eq!(grown["result"]["resultType"], "complete", "{grown}");
+    // The server's list change reaches the VFS shortly after.
+    let grew = (0..50).any(|attempt| {
+        std::thread::sleep(Duration::from_millis(100));
+        first.list(100 + attempt, "/servers/t").contains("added_1")
+    });
+    assert!(grew, "the first replica's `t` never listed `added_1`");
+    let asked = first.call(3, json!({"code": program}), json!({}));
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "x"}}});
+    let done = second.call(
+        4,
         json!({"code": program}),
         json!({"inputResponses": answer, "requestState": state}),
     );

@@ -15,7 +15,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use runbyte_tests::{TempDir, free_port, repo_root, runbyte, system_program, test_server_table};
+use runbyte_tests::{
+    Background, TempDir, free_port, repo_root, runbyte, system_program, test_server_table,
+};
 use serde_json::{Value, json};
 
 struct Replicas {
@@ -52,7 +54,8 @@ fn private(dir: &TempDir, name: &str, text: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
-fn start() -> Option<Replicas> {
+/// The replicas, from the shipped configuration with `server_extra` added to its `[server]`.
+fn start(server_extra: &str) -> Option<Replicas> {
     let nginx = system_program("nginx")?;
     let dir = TempDir::new("replicas");
     std::fs::create_dir_all(dir.path().join("secrets")).unwrap();
@@ -66,6 +69,7 @@ fn start() -> Option<Replicas> {
     // The shipped file, plus a server whose tool asks the user (in 2026-07-28: a question a
     // replay asks again).
     let config = std::fs::read_to_string(repo_root().join("deploy/runbyte.toml")).unwrap();
+    let config = config.replacen("[server]\n", &format!("[server]\n{server_extra}"), 1);
     let config = format!(
         "{config}\n{}",
         test_server_table("t", &[], "protocol = \"2026-07-28\"")
@@ -180,6 +184,11 @@ fn execute(replicas: &Replicas, n: usize) -> Result<String, String> {
 
 /// A 2026-07-28 `tools/call` of `execute_code` through nginx with `extra` params; the answer.
 fn execute_raw(replicas: &Replicas, id: u64, code: &str, extra: &Value) -> Value {
+    execute_at(replicas, replicas.front, id, code, extra)
+}
+
+/// The same, sent to `port` (a replica's own, or nginx's).
+fn execute_at(replicas: &Replicas, port: u16, id: u64, code: &str, extra: &Value) -> Value {
     let mut params = json!({
         "name": "execute_code",
         "arguments": {"code": code},
@@ -193,10 +202,10 @@ fn execute_raw(replicas: &Replicas, id: u64, code: &str, extra: &Value) -> Value
     }
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
     let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: execute_code",
-        replicas.front, replicas.token
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: execute_code",
+        replicas.token
     );
-    let (status, _, answer) = request(replicas.front, &head, &body.to_string()).unwrap();
+    let (status, _, answer) = request(port, &head, &body.to_string()).unwrap();
     assert_eq!(status, 200, "{answer}");
     answer
 }
@@ -235,7 +244,7 @@ fn load(replicas: &Arc<Replicas>, threads: usize, each: usize) -> (usize, Option
 
 #[test]
 fn replicas_behind_nginx_serve_both_eras_and_survive_losing_one() {
-    let Some(replicas) = start() else {
+    let Some(replicas) = start("") else {
         return;
     };
     // The probes, on each replica, without a token.
@@ -349,4 +358,122 @@ fn replicas_behind_nginx_serve_both_eras_and_survive_losing_one() {
     );
     let (failed, reason) = load(&replicas, 4, 15);
     assert_eq!(failed, 0, "after the loss: {reason:?}");
+}
+
+/// 30 calls of `echo` with 3000 letters each that deflate cannot shrink much (a xorshift: the
+/// replay must make the same calls), then a question. Its journal, some 190 KB of JSON, seals
+/// past the 64 KiB a requestState carries (and under the recorder's 256 KiB).
+const LARGE_JOURNAL: &str = r#"import { echo, ask } from './servers/t';
+const letters = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+let x = 0x9e3779b9 >>> 0;
+const text = (): string => {
+  let s = '';
+  for (let i = 0; i < 3000; i++) {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    s += letters[x & 63];
+  }
+  return s;
+};
+let echoed = 0;
+for (let i = 0; i < 30; i++) {
+  const message = `${i}:${text()}`;
+  if (String(await echo({ message })) === message) echoed++;
+}
+const answer = await ask({ message: 'colour?' });
+export default { echoed, answer };"#;
+
+/// `redis-cli` against the test's store; its output.
+fn redis_cli(port: u16, args: &[&str]) -> Vec<u8> {
+    let cli = system_program("redis-cli").expect("redis-cli comes with redis-server");
+    let output = Command::new(cli)
+        .args(["-p", &port.to_string(), "--raw"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "redis-cli {args:?}: {output:?}");
+    output.stdout
+}
+
+/// The `echo` calls that reached a downstream server, by replica (from their audit logs).
+fn echo_calls(replicas: &Replicas) -> Vec<usize> {
+    (1..=3)
+        .map(|n| {
+            let log = replicas._dir.path().join(format!("audit-r{n}.jsonl"));
+            std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .filter(|record| record["event"] == "tool_call" && record["tool"] == "echo")
+                .count()
+        })
+        .collect()
+}
+
+#[test]
+fn replicas_sharing_a_state_store_resume_a_large_journal_once_across_them() {
+    // A real Redis (Debian's package; scripts/test-deps installs it), on a free loopback port.
+    let Some(redis) = Background::redis() else {
+        return;
+    };
+    let server = format!(
+        "state-store = \"redis://127.0.0.1:{}\"\naudit-log = \"audit-${{RUNBYTE_REPLICA}}jsonl\"\n",
+        redis.port
+    );
+    let Some(replicas) = start(&server) else {
+        return;
+    };
+    let (first, second, third) = (replicas.ports[0], replicas.ports[1], replicas.ports[2]);
+
+    let asked = execute_at(&replicas, first, 1, LARGE_JOURNAL, &json!({}));
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    eprintln!("requestState: {} bytes", state.len());
+    assert!(
+        state.len() < 4096,
+        "the requestState is {} bytes: the journal travelled in it",
+        state.len()
+    );
+    // The journal waits in the store, encrypted: no tool name, argument or result in clear.
+    let keys = String::from_utf8(redis_cli(redis.port, &["KEYS", "runbyte:journal:*"])).unwrap();
+    let keys: Vec<&str> = keys.lines().collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let sealed = redis_cli(redis.port, &["GET", keys[0]]);
+    assert!(sealed.len() > 64 << 10, "{} bytes", sealed.len());
+    let shown = String::from_utf8_lossy(&sealed);
+    assert!(
+        !shown.contains("echo") && !shown.contains("arguments"),
+        "the store holds the journal in clear"
+    );
+    assert_eq!(echo_calls(&replicas), [30, 0, 0]);
+
+    // The answer reaches another replica, which replays the journal from the store.
+    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "red"}}});
+    let retry = json!({"inputResponses": answer, "requestState": state});
+    let done = execute_at(&replicas, second, 2, LARGE_JOURNAL, &retry);
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let text = done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains(r#""echoed":30"#) && text.contains(r#""answer":"red""#),
+        "{text}"
+    );
+    // No call twice: the replay took every echo from the journal.
+    assert_eq!(echo_calls(&replicas), [30, 0, 0]);
+    // Used, the journal is gone from the store.
+    assert!(
+        redis_cli(redis.port, &["KEYS", "runbyte:journal:*"])
+            .trim_ascii()
+            .is_empty()
+    );
+
+    // The same state again, through the third replica: refused, never a second run.
+    let again = execute_at(&replicas, third, 3, LARGE_JOURNAL, &retry);
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    let why = again["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("already used"), "{why}");
+    // And through the replica that paused it: its execution must not go on either.
+    let again = execute_at(&replicas, first, 4, LARGE_JOURNAL, &retry);
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert_eq!(echo_calls(&replicas), [30, 0, 0]);
 }

@@ -271,6 +271,25 @@ impl Background {
         ))
     }
 
+    /// A `redis-server` (Debian's package) on a free loopback port, keeping nothing on disk, if
+    /// installed (see [`system_program`]).
+    pub fn redis() -> Option<Background> {
+        let redis = system_program("redis-server")?;
+        let port = free_port();
+        let port_text = port.to_string();
+        let args = [
+            "--port",
+            &port_text,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ];
+        Some(Background::start(&redis, &args, &[], port))
+    }
+
     /// The test server over `transport` (`http` or `sse`) with extra `args`.
     pub fn test_server(transport: &str, args: &[&str]) -> Background {
         let port = free_port();

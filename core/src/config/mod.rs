@@ -103,6 +103,13 @@ pub struct ServerSection {
     /// executions; replicas behind one balancer share it. Without it each process signs with a
     /// random key of its own.
     pub state_key_file: Option<PathBuf>,
+    /// A Redis the replicas share, `redis://[user:password@]host[:port][/db]`: it keeps the
+    /// journals too large for a `requestState` (encrypted; they expire with the state) and
+    /// records each replay, so that a state resumes once across the replicas. Needs
+    /// `state-key-file` (without a shared key no other replica could use what it keeps). None by
+    /// default: a journal travels in the state up to 64 KiB sealed (past it, the execution
+    /// resumes only where it paused), and each process refuses a second replay on its own.
+    pub state_store: Option<String>,
     /// Extra Host names the network listeners accept (loopback names always are).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
@@ -122,6 +129,7 @@ impl Default for ServerSection {
             bind: None,
             auth_token_file: None,
             state_key_file: None,
+            state_store: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: None,
@@ -459,6 +467,17 @@ impl Config {
             }
             if name.is_empty() || name.contains('/') || name == "." || name == ".." {
                 return Err(error("a server name must be non-empty and contain no `/`"));
+            }
+        }
+        if let Some(url) = &self.server.state_store {
+            let error = |message: String| locator.error_at_key("server.state-store", message);
+            crate::state_store::check_url(url).map_err(error)?;
+            if self.server.state_key_file.is_none() {
+                return Err(error(
+                    "needs `state-key-file` too: without a key the replicas share, no replica \
+                     can open another's requestState, and nothing the store keeps would be used"
+                        .to_owned(),
+                ));
             }
         }
         let policies = self.sandbox.policy.names();

@@ -215,3 +215,26 @@ fn import_converts_each_clients_spelling() {
             .contains("no `mcpServers`")
     );
 }
+
+#[test]
+fn a_state_store_is_a_redis_url_beside_a_shared_key() {
+    let config =
+        parse("[server]\nstate-key-file = \"k\"\nstate-store = \"redis://cache:6379/2\"\n")
+            .unwrap();
+    assert_eq!(
+        config.server.state_store.as_deref(),
+        Some("redis://cache:6379/2")
+    );
+    let e = error("[server]\nstate-key-file = \"k\"\nstate-store = \"rediss://cache\"\n");
+    assert_eq!(e.key.as_deref(), Some("server.state-store"));
+    assert_eq!(e.position.map(|p| p.0), Some(3));
+    assert!(e.message.contains("TLS"), "{e}");
+    let e = error("[server]\nstate-key-file = \"k\"\nstate-store = \"memcached://:pw@cache\"\n");
+    assert!(
+        e.message.contains("not a redis://") && !e.message.contains("pw@"),
+        "{e}"
+    );
+    let e = error("[server]\nstate-store = \"redis://cache\"\n");
+    assert_eq!(e.key.as_deref(), Some("server.state-store"));
+    assert!(e.message.contains("needs `state-key-file`"), "{e}");
+}

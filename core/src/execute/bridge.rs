@@ -16,7 +16,7 @@ use crate::{
     hub::{CallOptions, Hub},
     plugin::PolicyPlugin,
     relay::{Asker, Origin, Point, Question, Recorded},
-    sandbox::{ToolBridge, ToolCall},
+    sandbox::{Determinism, Observed, ToolBridge, ToolCall},
 };
 
 /// Counts of calls so far, for the policies' budgets.
@@ -104,16 +104,54 @@ impl Replaying {
 /// can still be answered where the execution runs, but it cannot resume elsewhere.
 const MAX_JOURNAL_BYTES: usize = 256 << 10;
 
-/// The calls an execution made, in the order the program made them.
-#[derive(Default)]
+/// The calls an execution made, in the order the program made them, and what else it observed
+/// (its `Math.random` seed, clock readings and event-loop turns).
 struct Journal {
     recorded: std::collections::BTreeMap<u64, Recorded>,
     in_flight: std::collections::BTreeSet<u64>,
+    seed: u64,
+    observed: Observed,
     bytes: usize,
     full: bool,
+    /// A replay point was handed out and its question is not answered yet: a call made now
+    /// waits (a replay elsewhere would make it again).
+    paused: tokio::sync::watch::Sender<bool>,
 }
 
 impl Journal {
+    fn new(seed: u64) -> Self {
+        Journal {
+            recorded: Default::default(),
+            in_flight: Default::default(),
+            seed,
+            observed: Observed::default(),
+            bytes: 0,
+            full: false,
+            paused: tokio::sync::watch::Sender::new(false),
+        }
+    }
+
+    fn overflow(&mut self) {
+        self.full = true;
+        self.recorded.clear();
+        self.observed = Observed::default();
+    }
+
+    fn observe(&mut self, observed: Observed) {
+        if self.full {
+            return;
+        }
+        if observed.overflow {
+            return self.overflow();
+        }
+        // A reading or a turn is a number or two in the journal's JSON.
+        self.bytes += observed.len() * 16;
+        if self.bytes > MAX_JOURNAL_BYTES {
+            return self.overflow();
+        }
+        self.observed.extend(observed);
+    }
+
     fn record(&mut self, index: u64, recorded: Recorded) {
         self.in_flight.remove(&index);
         if self.full {
@@ -121,22 +159,58 @@ impl Journal {
         }
         self.bytes += serde_json::to_string(&recorded).map_or(usize::MAX / 2, |text| text.len());
         if self.bytes > MAX_JOURNAL_BYTES {
-            self.full = true;
-            self.recorded.clear();
-            return;
+            return self.overflow();
         }
         self.recorded.insert(index, recorded);
     }
 
     /// A replay point at call `index`: only when every other call has ended (a call still in
-    /// flight could not be replayed without being made twice) and the journal is whole.
-    fn point(&self, index: u64, origin: Origin) -> Option<Point> {
+    /// flight could not be replayed without being made twice) and the journal is whole. Until
+    /// the question is answered here, later calls wait ([`Journal::enter`]): the point does not
+    /// hold them, so a replay elsewhere makes them, and they must not have been made here.
+    fn pause_at(&mut self, index: u64, origin: Origin) -> Option<Point> {
         let alone = self.in_flight.iter().all(|other| *other == index);
-        (alone && !self.full).then(|| Point {
+        if !alone || self.full || *self.paused.borrow() {
+            return None;
+        }
+        self.paused.send_replace(true);
+        Some(Point {
             recorded: self.recorded.clone(),
             index,
             origin,
+            seed: self.seed,
+            observed: self.observed.clone(),
         })
+    }
+
+    /// Counts call `index` as in flight, once no question holds the execution at a replay point.
+    async fn enter(journal: &Mutex<Journal>, index: u64) {
+        loop {
+            let mut paused = {
+                let Ok(mut journal) = journal.lock() else {
+                    return;
+                };
+                if !*journal.paused.borrow() {
+                    journal.in_flight.insert(index);
+                    return;
+                }
+                journal.paused.subscribe()
+            };
+            if paused.wait_for(|paused| !paused).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Lets the calls held at a replay point go on when its question is answered (or given up).
+struct Unpause(Arc<Mutex<Journal>>);
+
+impl Drop for Unpause {
+    fn drop(&mut self) {
+        if let Ok(journal) = self.0.lock() {
+            journal.paused.send_replace(false);
+        }
     }
 }
 
@@ -216,13 +290,19 @@ impl Asker for CallAsker {
         if let Some(answer) = self.answered(origin) {
             return Box::pin(std::future::ready(Ok(answer)));
         }
-        let point = self
-            .journal
-            .as_ref()
-            .and_then(|journal| journal.lock().ok()?.point(self.index, origin));
-        match point {
-            Some(point) => self.inner.ask_at(question, point),
-            None => self.inner.ask(question),
+        let journal = self.journal.as_ref();
+        let point = journal.and_then(|journal| journal.lock().ok()?.pause_at(self.index, origin));
+        match (point, journal) {
+            (Some(point), Some(journal)) => {
+                let unpause = Unpause(journal.clone());
+                let asked = self.inner.ask_at(question, point);
+                Box::pin(async move {
+                    let answer = asked.await;
+                    drop(unpause);
+                    answer
+                })
+            }
+            _ => self.inner.ask(question),
         }
     }
 }
@@ -240,8 +320,16 @@ impl HubBridge {
     ) -> Self {
         let (journal, replay) = match resumable {
             Resumable::No => (None, None),
-            Resumable::Record => (Some(Arc::default()), None),
-            Resumable::Replay(replay) => (Some(Arc::default()), Some(Arc::from(replay))),
+            Resumable::Record => (
+                Some(Arc::new(Mutex::new(Journal::new(
+                    Determinism::fresh().seed,
+                )))),
+                None,
+            ),
+            Resumable::Replay(replay) => (
+                Some(Arc::new(Mutex::new(Journal::new(replay.point.seed)))),
+                Some(Arc::from(replay)),
+            ),
         };
         HubBridge {
             hub,
@@ -268,8 +356,8 @@ impl HubBridge {
             return Some(Err(format!(
                 "the program took another path when it was resumed: its call #{} is now \
                  {}/{} with other arguments, where its first run called {}/{}; it stopped \
-                 rather than guess (programs that decide by time or randomness cannot be \
-                 resumed on another replica)",
+                 rather than guess (the replica that resumed it has other servers, tools or \
+                 modules than the one that paused it, or runs another version of Runbyte)",
                 index + 1,
                 call.server,
                 call.tool,
@@ -343,6 +431,30 @@ impl ToolBridge for HubBridge {
         true
     }
 
+    /// A recording run's seed is the journal's; a replay serves its first run's observations.
+    fn determinism(&self) -> Determinism {
+        let Some(journal) = &self.journal else {
+            return Determinism::fresh();
+        };
+        Determinism {
+            seed: journal.lock().map_or(0, |journal| journal.seed),
+            record: true,
+            replay: self
+                .replay
+                .as_ref()
+                .map(|replay| replay.point.observed.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn observe(&self, observed: Observed) {
+        if let Some(journal) = &self.journal
+            && let Ok(mut journal) = journal.lock()
+        {
+            journal.observe(observed);
+        }
+    }
+
     fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>> {
         let position = self
             .counts
@@ -370,9 +482,6 @@ impl ToolBridge for HubBridge {
             ))
         });
         let recording = journal.as_ref().map(|journal| {
-            if let Ok(mut journal) = journal.lock() {
-                journal.in_flight.insert(index);
-            }
             (
                 journal.clone(),
                 call.server.clone(),
@@ -381,6 +490,9 @@ impl ToolBridge for HubBridge {
             )
         });
         async move {
+            if let Some((journal, ..)) = &recording {
+                Journal::enter(journal, index).await;
+            }
             let started = std::time::Instant::now();
             let (server, tool) = (call.server.clone(), call.tool.clone());
             // An error may quote a server's URL or what it answered: redacted before the

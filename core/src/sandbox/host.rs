@@ -199,6 +199,7 @@ impl EngineThread {
     pub(crate) fn spawn(
         program: Transpiled,
         limits: EngineLimits,
+        determinism: super::Determinism,
         modules: Arc<dyn ModuleProvider>,
     ) -> io::Result<Self> {
         let (to_engine, inbox) = std::sync::mpsc::channel();
@@ -217,8 +218,14 @@ impl EngineThread {
                     }),
                     inbox,
                 );
-                let (report, _) =
-                    engine::run(&program, limits, link, ModuleSource::Local(modules), flag);
+                let (report, _) = engine::run(
+                    &program,
+                    limits,
+                    determinism,
+                    link,
+                    ModuleSource::Local(modules),
+                    flag,
+                );
                 let _ = done.blocking_send(FromEngine::Done { report });
             })?;
         Ok(EngineThread {
@@ -313,6 +320,8 @@ pub(crate) struct Job<'a> {
     pub grace: Duration,
     /// Time the execution already spent (transpiling in the host): the engine has less.
     pub spent: Duration,
+    /// The bridge's [`super::Determinism`], asked once.
+    pub determinism: super::Determinism,
 }
 
 impl Job<'_> {
@@ -417,8 +426,11 @@ pub(crate) async fn drive(
                     }
                     FromEngine::Started => gathered.started = true,
                     FromEngine::Transpiled { .. } => {}
-                    FromEngine::Call { id, server, tool, arguments, bytes } => {
+                    FromEngine::Call { id, server, tool, arguments, bytes, observed } => {
                         gathered.calls += 1;
+                        if job.determinism.record && !observed.is_empty() {
+                            job.bridge.observe(observed);
+                        }
                         let refusal = if let Some(long) = [&server, &tool]
                             .into_iter()
                             .find(|name| name.len() > MAX_NAME_BYTES)

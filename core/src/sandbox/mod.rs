@@ -152,6 +152,79 @@ pub struct ToolCall {
     pub time_left: Duration,
 }
 
+/// What a program observed that a re-run of it must observe again to take the same path: the
+/// clock's readings and the order in which its timers fired and its calls' replies arrived.
+/// (`Math.random` needs no record: it is drawn from [`Determinism::seed`].)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    /// `Date.now()` and `new Date()` readings, in milliseconds since the epoch, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock: Vec<f64>,
+    /// The event loop's turns, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<Turn>,
+    /// The program observed more than a record keeps ([`MAX_OBSERVED`]): it cannot be replayed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overflow: bool,
+}
+
+impl Observed {
+    /// Nothing observed.
+    pub fn is_empty(&self) -> bool {
+        self.clock.is_empty() && self.turns.is_empty() && !self.overflow
+    }
+
+    /// Appends what was observed after `self`.
+    pub fn extend(&mut self, later: Observed) {
+        self.clock.extend(later.clock);
+        self.turns.extend(later.turns);
+        self.overflow |= later.overflow;
+    }
+
+    /// How many readings and turns it holds.
+    pub fn len(&self) -> usize {
+        self.clock.len() + self.turns.len()
+    }
+}
+
+/// One turn of an execution's event loop that depends on timing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Turn {
+    /// The timer with this id (the program's n-th `setTimeout`) fired.
+    Timer(u64),
+    /// The reply to the program's n-th tool call (counted from 1) was delivered.
+    Reply(u32),
+}
+
+/// The most readings and turns one execution records: past it, it is not replayable.
+pub const MAX_OBSERVED: usize = 16_384;
+
+/// How an execution draws what is not determined by its text: `Math.random`'s seed, and what
+/// an earlier run of it observed when this run replays it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Determinism {
+    /// Seeds `Math.random` (the same seed, the same numbers).
+    pub seed: u64,
+    /// Send what the program observes to [`ToolBridge::observe`] (with each tool call).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub record: bool,
+    /// An earlier run's observations, served first (clock readings, then live time; the
+    /// turns' order, then live order).
+    #[serde(default, skip_serializing_if = "Observed::is_empty")]
+    pub replay: Observed,
+}
+
+impl Determinism {
+    /// A fresh seed, nothing recorded or replayed.
+    pub fn fresh() -> Self {
+        Determinism {
+            seed: getrandom::u64().unwrap_or(0x9e37_79b9_7f4a_7c15),
+            ..Determinism::default()
+        }
+    }
+}
+
 /// Where tool calls go: the host's policy check and the Hub.
 pub trait ToolBridge: Send + Sync {
     /// Makes one call. `Ok(value)` is what the program's `await` yields; `Err(message)` is thrown
@@ -163,6 +236,17 @@ pub trait ToolBridge: Send + Sync {
     /// `timeout`; either way it stops every call at the execution's deadline.
     fn enforces_timeouts(&self) -> bool {
         false
+    }
+
+    /// How the execution draws its nondeterministic values. Default: a fresh seed, no record.
+    fn determinism(&self) -> Determinism {
+        Determinism::fresh()
+    }
+
+    /// What the program observed since its previous call, given just before each call when
+    /// [`Determinism::record`] is set (in the program's order).
+    fn observe(&self, observed: Observed) {
+        let _ = observed;
     }
 }
 
@@ -407,6 +491,7 @@ impl Sandbox {
             cancel: &cancel,
             grace: self.pool.options.grace,
             spent,
+            determinism: bridge.determinism(),
         };
         let mut gathered = Gathered::default();
         let ending = match (limits.isolation, program) {
@@ -484,6 +569,7 @@ impl Sandbox {
             let start = ToEngine::Run {
                 program: program.clone(),
                 limits: job.engine_limits(),
+                determinism: job.determinism.clone(),
                 generation: job.modules.generation(),
             };
             let worker = match self.pool.checkout().await {
@@ -534,7 +620,12 @@ impl Sandbox {
 /// fires at the next chance; a long built-in such as `Array.prototype.join` on a huge length
 /// finishes or hits the memory limit first). It keeps its memory until then.
 async fn run_in_thread(program: Transpiled, job: &Job<'_>, gathered: &mut Gathered) -> Ending {
-    let engine = match EngineThread::spawn(program, job.engine_limits(), job.modules.clone()) {
+    let engine = match EngineThread::spawn(
+        program,
+        job.engine_limits(),
+        job.determinism.clone(),
+        job.modules.clone(),
+    ) {
         Ok(engine) => engine,
         Err(error) => return Ending::Lost(format!("cannot start a sandbox thread: {error}")),
     };

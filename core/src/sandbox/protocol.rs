@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! worker → host   {"t":"ready","version":1}                       once, after start
-//! host → worker   {"t":"run","program":{"source":"…"},"limits":{…},"generation":7}
+//! host → worker   {"t":"run","program":{"source":"…"},"limits":{…},"determinism":{"seed":…},"generation":7}
 //! worker → host   {"t":"started"}                                 transpiled: the program runs
 //!                                                                  (sources over 16 KiB only)
 //! worker → host   {"t":"load","id":1,"path":"/servers/demo/index.ts"}
@@ -11,6 +11,7 @@
 //! worker → host   {"t":"paths","id":2}
 //! host → worker   {"t":"path_list","id":2,"paths":["/servers/index.ts", …]}
 //! worker → host   {"t":"call","id":3,"server":"demo","tool":"echo","arguments":{…}}
+//!                  (recording: also "observed":{"clock":[…],"turns":[{"reply":1},{"timer":2}]})
 //! host → worker   {"t":"reply","id":3,"ok":"{\"content\":[…]}"}   or   {"t":"reply","id":3,"err":"…"}
 //! worker → host   {"t":"log","level":"log","text":"hello"}
 //! worker → host   {"t":"dropped","bytes":123456}                  console bytes dropped so far
@@ -31,10 +32,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ExecError, Transpiled};
+use super::{Determinism, ExecError, Observed, Transpiled};
 
 /// Bumped whenever a message changes shape; a worker of another version is refused.
-pub(crate) const PROTOCOL_VERSION: u32 = 2;
+pub(crate) const PROTOCOL_VERSION: u32 = 3;
 
 /// The limits an engine enforces itself (the bridge's limits are the host's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,6 +59,10 @@ pub(crate) enum ToEngine {
     Run {
         program: Program,
         limits: EngineLimits,
+        /// `Math.random`'s seed, whether to record what the program observes, and what an
+        /// earlier run observed when this one replays it.
+        #[serde(default)]
+        determinism: Determinism,
         /// The module provider's generation: a worker drops its module cache when it changes.
         generation: u64,
     },
@@ -116,6 +121,9 @@ pub(crate) enum FromEngine {
         /// The arguments' size as JSON, roughly: what the host holds while the call waits.
         #[serde(default)]
         bytes: usize,
+        /// What the program observed since its previous call (when recording).
+        #[serde(default, skip_serializing_if = "Observed::is_empty")]
+        observed: Observed,
     },
     Log {
         level: String,

@@ -140,12 +140,13 @@ pub fn worker_main() -> ExitCode {
             Err(false) => continue,
         };
         // Replies that arrive after their execution ended are dropped here.
-        let (program, mut limits, generation) = match message {
+        let (program, mut limits, determinism, generation) = match message {
             ToEngine::Run {
                 program,
                 limits,
+                determinism,
                 generation,
-            } => (program, limits, generation),
+            } => (program, limits, determinism, generation),
             ToEngine::Transpile { id, source } => {
                 limit_memory(TRANSPILE_MEMORY_BYTES);
                 let result = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
@@ -204,7 +205,7 @@ pub fn worker_main() -> ExitCode {
         let engine = thread::Builder::new()
             .name("runbyte-sandbox".to_owned())
             .stack_size(stack)
-            .spawn(move || engine::run(&program, limits, link, modules, cancel));
+            .spawn(move || engine::run(&program, limits, determinism, link, modules, cancel));
         let Ok(engine) = engine else {
             return ExitCode::FAILURE;
         };

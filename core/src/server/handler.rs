@@ -27,7 +27,7 @@ use crate::{
     execute,
     execute::{Replaying, Resumable},
     gateway::Gateway,
-    relay::{Asker, Event, Question, Resumed, RoundTrip, SessionAsker, Waiting},
+    relay::{Asker, Event, Question, ResumeError, Resumed, RoundTrip, SessionAsker, Waiting},
 };
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
@@ -322,13 +322,13 @@ impl Session {
                 let question = *question;
                 let point = point.map(|point| *point);
                 let waiting = Waiting::new(question.clone(), answer, events, cancel, point);
-                self.pause(question, waiting, code)
+                self.pause(question, waiting, code).await
             }
         }
     }
 
     /// Keeps a waiting execution and asks its client with `input_required`.
-    fn pause(
+    async fn pause(
         &self,
         question: Question,
         waiting: Waiting<CallToolResult>,
@@ -342,7 +342,7 @@ impl Session {
             Ok(paused) => paused,
             Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
         };
-        match paused.pause(key, waiting, code) {
+        match paused.pause(key, waiting, code).await {
             Ok(state) => {
                 let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
                 InputRequiredResult::new(Some(questions), Some(state)).into()
@@ -378,8 +378,17 @@ impl Session {
                 "inputResponses.{INPUT_KEY} must be an object (the answer's result)"
             )));
         }
-        let (key, waiting) = match paused.resume(state, &code).map_err(invalid)? {
-            Resumed::Here { key, waiting } => (key, *waiting),
+        let resumed = paused
+            .resume(state, &code, answer.is_some())
+            .await
+            .map_err(|error| match error {
+                ResumeError::Refused(why) => invalid(why),
+                // The store's outage is Runbyte's trouble, not the request's: the same retry may
+                // succeed later.
+                ResumeError::Store(why) => ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None),
+            })?;
+        let waiting = match resumed {
+            Resumed::Here { waiting, .. } => *waiting,
             Resumed::Replay(point) => {
                 let Some(answer) = answer else {
                     return Err(invalid(format!(
@@ -396,13 +405,15 @@ impl Session {
             }
         };
         match answer {
-            // No answer to the question: it is asked again.
+            // No answer to the question: it is asked again, with a fresh state (the one that
+            // came is used: it may have been claimed in the state store).
             None => {
                 let question = waiting.question.clone();
-                paused.put_back(key.clone(), waiting);
+                let internal = |why: String| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None);
                 let state = paused
-                    .reseal(&key, &code)
-                    .map_err(|why| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None))?;
+                    .pause(random_key().map_err(internal)?, waiting, &code)
+                    .await
+                    .map_err(internal)?;
                 let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
                 Ok(InputRequiredResult::new(Some(questions), Some(state)).into())
             }

@@ -9,7 +9,9 @@ use rquickjs::{
     module::{Declarations, Exports, ModuleDef},
 };
 
-use super::{FromEngine, MAX_TIMERS, Originals, Shared, SharedRef, next_id, render, tojson};
+use super::{
+    FromEngine, MAX_TIMERS, Originals, Pending, Shared, SharedRef, next_id, render, tojson,
+};
 
 /// Adds `console`, `setTimeout` and `clearTimeout`, and captures the built-ins the renderer
 /// uses, before any of the program's code runs.
@@ -143,26 +145,38 @@ fn set_timeout<'js>(
     Ok(id as f64)
 }
 
+/// A timer taken from the queue to fire: its id, callback and extra arguments.
+pub(super) type DueTimer<'js> = (u64, Function<'js>, Vec<Value<'js>>);
+
 /// The earliest timer due by `now`, removed from the queue.
 pub(super) fn take_due_timer<'js>(
     ctx: &Ctx<'js>,
     shared: &Shared,
     now: Instant,
-) -> Option<(Function<'js>, Vec<Value<'js>>)> {
-    let mut js = shared.js.borrow_mut();
-    let (&(due, id), _) = js.timers.iter().next()?;
+) -> Option<DueTimer<'js>> {
+    let (due, id) = {
+        let js = shared.js.borrow();
+        let (&(due, id), _) = js.timers.iter().next()?;
+        (due, id)
+    };
     if due > now {
         return None;
     }
+    take_timer(ctx, shared, id)
+}
+
+/// The timer `id`, removed from the queue whenever it is due; `None` if there is none.
+pub(super) fn take_timer<'js>(ctx: &Ctx<'js>, shared: &Shared, id: u64) -> Option<DueTimer<'js>> {
+    let mut js = shared.js.borrow_mut();
+    let due = js.timer_due.remove(&id)?;
     let (callback, args) = js.timers.remove(&(due, id))?;
-    js.timer_due.remove(&id);
     drop(js);
     let callback = callback.restore(ctx).ok()?;
     let args = args
         .into_iter()
         .filter_map(|a| a.restore(ctx).ok())
         .collect();
-    Some((callback, args))
+    Some((id, callback, args))
 }
 
 /// `runbyte:bridge`: `callTool(server, tool, args)`.
@@ -232,19 +246,24 @@ fn call_tool<'js>(
         Err(tojson::ArgError::Stopped(thrown)) => return Err(ctx.throw(thrown)),
     };
     let id = next_id();
+    let number = shared.calls_sent.get() + 1;
+    shared.calls_sent.set(number);
     shared.js.borrow_mut().pending.insert(
         id,
-        (
-            Persistent::save(ctx, resolve),
-            Persistent::save(ctx, reject.clone()),
-        ),
+        Pending {
+            resolve: Persistent::save(ctx, resolve),
+            reject: Persistent::save(ctx, reject.clone()),
+            number,
+        },
     );
+    let observed = shared.nondet.borrow_mut().take_seen();
     shared.link.borrow().send(FromEngine::Call {
         id,
         server,
         tool,
         arguments,
         bytes,
+        observed,
     });
     Ok(promise)
 }

@@ -13,6 +13,7 @@ mod failure;
 mod ffi;
 mod globals;
 mod loader;
+mod nondet;
 mod render;
 mod tojson;
 
@@ -44,7 +45,7 @@ use failure::{describe_short, failure};
 pub(crate) use failure::{human_bytes, human_duration};
 
 use super::{
-    ErrorKind, ExecError, ModuleProvider,
+    Determinism, ErrorKind, ExecError, ModuleProvider, Turn,
     protocol::{EngineLimits, FromEngine, Report, ToEngine},
     transpile::{EXEC_EXPORT, Transpiled},
 };
@@ -157,17 +158,37 @@ pub(crate) struct Shared {
     module_errors: RefCell<Vec<String>>,
     /// Sources fetched while resolving, handed to the loader.
     loaded: RefCell<HashMap<String, Arc<str>>>,
+    /// The clock, `Math.random`, and the turns recorded or replayed.
+    nondet: RefCell<nondet::Nondet>,
+    /// Tool calls sent to the host so far (a call's number in [`Turn::Reply`]).
+    calls_sent: Cell<u32>,
     js: RefCell<JsState>,
 }
 
 /// The JavaScript values kept between calls; all dropped by [`Shared::clear_js`].
 #[derive(Default)]
 struct JsState {
-    pending: HashMap<u64, (Persistent<Function<'static>>, Persistent<Function<'static>>)>,
+    pending: HashMap<u64, Pending>,
+    /// Replies that arrived before their turn in a replay, by call number.
+    early: BTreeMap<u32, Reply>,
     timers: BTreeMap<(Instant, u64), Timer>,
     timer_due: HashMap<u64, Instant>,
     next_timer: u64,
     originals: Option<Originals>,
+}
+
+/// A tool call waiting for its reply: its promise's functions and its number.
+struct Pending {
+    resolve: Persistent<Function<'static>>,
+    reject: Persistent<Function<'static>>,
+    number: u32,
+}
+
+/// A tool call's reply: the result's JSON text, or the error's message.
+struct Reply {
+    id: u64,
+    ok: Option<String>,
+    err: Option<String>,
 }
 
 /// A timer's callback and extra arguments.
@@ -250,6 +271,7 @@ impl Shared {
 pub(crate) fn run(
     program: &Transpiled,
     limits: EngineLimits,
+    determinism: Determinism,
     link: Link,
     modules: ModuleSource,
     cancel: Arc<AtomicBool>,
@@ -269,6 +291,8 @@ pub(crate) fn run(
         dropped_reported: Cell::new(None),
         module_errors: RefCell::new(Vec::new()),
         loaded: RefCell::new(HashMap::new()),
+        nondet: RefCell::new(nondet::Nondet::new(determinism)),
+        calls_sent: Cell::new(0),
         js: RefCell::new(JsState::default()),
     });
     let result =
@@ -398,6 +422,7 @@ fn run_program<'js>(
     program: &Transpiled,
 ) -> Result<Value<'js>, Stop<'js>> {
     globals::install(ctx, shared).map_err(|e| Stop::from_error(ctx, e))?;
+    nondet::install(ctx, shared).map_err(|e| Stop::from_error(ctx, e))?;
     if ctx.store_userdata(SharedRef(shared.clone())).is_err() {
         return Err(Stop::Host("cannot attach the bridge".to_owned()));
     }
@@ -457,17 +482,19 @@ fn settle<'js>(
                 Err(thrown) => return Err(Stop::Thrown(thrown)),
             }
         }
+        let next_turn = shared.nondet.borrow().next_turn();
+        if let Some(turn) = next_turn {
+            replay_turn(ctx, shared, turn)?;
+            continue;
+        }
         let now = Instant::now();
-        if let Some((callback, args)) = globals::take_due_timer(ctx, shared, now) {
-            let mut call_args = rquickjs::function::Args::new(ctx.clone(), args.len());
-            for arg in args {
-                call_args
-                    .push_arg(arg)
-                    .map_err(|e| Stop::from_error(ctx, e))?;
-            }
-            callback
-                .call_arg::<Value>(call_args)
-                .map_err(|e| Stop::from_error(ctx, e))?;
+        if let Some(timer) = globals::take_due_timer(ctx, shared, now) {
+            fire(ctx, shared, timer)?;
+            continue;
+        }
+        let early = shared.js.borrow_mut().early.pop_first();
+        if let Some((_, reply)) = early {
+            deliver(ctx, shared, reply)?;
             continue;
         }
         let (pending_calls, next_timer) = {
@@ -486,24 +513,101 @@ fn settle<'js>(
             .borrow_mut()
             .next(wake.saturating_duration_since(now));
         match message {
-            Ok(ToEngine::Reply { id, ok, err }) => deliver(ctx, shared, id, ok, err)?,
+            Ok(ToEngine::Reply { id, ok, err }) => deliver(ctx, shared, Reply { id, ok, err })?,
             Ok(ToEngine::Cancel) | Err(true) => shared.cancel.store(true, Ordering::Relaxed),
             Ok(_) | Err(false) => {}
         }
     }
 }
 
-/// Settles a tool call's promise with the host's reply.
-fn deliver<'js>(
+/// Runs a due timer's callback.
+fn fire<'js>(
     ctx: &Ctx<'js>,
     shared: &Shared,
-    id: u64,
-    ok: Option<String>,
-    err: Option<String>,
+    (id, callback, args): globals::DueTimer<'js>,
 ) -> Result<(), Stop<'js>> {
-    let Some((resolve, reject)) = shared.js.borrow_mut().pending.remove(&id) else {
+    shared.nondet.borrow_mut().took(Turn::Timer(id));
+    let mut call_args = rquickjs::function::Args::new(ctx.clone(), args.len());
+    for arg in args {
+        call_args
+            .push_arg(arg)
+            .map_err(|e| Stop::from_error(ctx, e))?;
+    }
+    callback
+        .call_arg::<Value>(call_args)
+        .map_err(|e| Stop::from_error(ctx, e))?;
+    Ok(())
+}
+
+/// Takes the turn an earlier run took next, when this run replays it: fires that timer at once
+/// (whatever its delay), or waits for that call's reply, holding back replies that come early.
+/// A turn the program cannot take (no such timer or call: it took another path) ends the
+/// replay of turns; the rest is live.
+fn replay_turn<'js>(ctx: &Ctx<'js>, shared: &Shared, turn: Turn) -> Result<(), Stop<'js>> {
+    match turn {
+        Turn::Timer(id) => match globals::take_timer(ctx, shared, id) {
+            Some(timer) => {
+                shared.nondet.borrow_mut().advance();
+                fire(ctx, shared, timer)
+            }
+            None => {
+                shared.nondet.borrow_mut().stop_replaying();
+                Ok(())
+            }
+        },
+        Turn::Reply(number) => {
+            let held = shared.js.borrow_mut().early.remove(&number);
+            if let Some(reply) = held {
+                shared.nondet.borrow_mut().advance();
+                return deliver(ctx, shared, reply);
+            }
+            let waiting = shared
+                .js
+                .borrow()
+                .pending
+                .values()
+                .any(|pending| pending.number == number);
+            if !waiting {
+                shared.nondet.borrow_mut().stop_replaying();
+                return Ok(());
+            }
+            let left = shared.deadline.saturating_duration_since(Instant::now());
+            let message = shared.link.borrow_mut().next(left);
+            match message {
+                Ok(ToEngine::Reply { id, ok, err }) => {
+                    let reply = Reply { id, ok, err };
+                    let of = shared.js.borrow().pending.get(&id).map(|p| p.number);
+                    match of {
+                        Some(of) if of == number => {
+                            shared.nondet.borrow_mut().advance();
+                            deliver(ctx, shared, reply)?;
+                        }
+                        Some(of) => {
+                            shared.js.borrow_mut().early.insert(of, reply);
+                        }
+                        None => {}
+                    }
+                }
+                Ok(ToEngine::Cancel) | Err(true) => shared.cancel.store(true, Ordering::Relaxed),
+                Ok(_) | Err(false) => {}
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Settles a tool call's promise with the host's reply.
+fn deliver<'js>(ctx: &Ctx<'js>, shared: &Shared, reply: Reply) -> Result<(), Stop<'js>> {
+    let Reply { id, ok, err } = reply;
+    let Some(Pending {
+        resolve,
+        reject,
+        number,
+    }) = shared.js.borrow_mut().pending.remove(&id)
+    else {
         return Ok(());
     };
+    shared.nondet.borrow_mut().took(Turn::Reply(number));
     let host = |e: rquickjs::Error| Stop::from_error(ctx, e);
     let resolve = resolve.restore(ctx).map_err(host)?;
     let reject = reject.restore(ctx).map_err(host)?;

@@ -1,0 +1,421 @@
+//! `[server] state-store`: a Redis that the replicas behind one balancer share, for what a paused
+//! execution's `requestState` cannot carry and for what one process cannot know.
+//!
+//! - A journal too large to travel inline (see [`crate::relay::Paused`]) is kept here, already
+//!   encrypted (the store never sees a tool's arguments or results), under a random key that
+//!   expires with the state; the state carries only that key.
+//! - "This state was replayed" is a claim here (`SET runbyte:replayed:<id> 1 NX EX <ttl>`), so
+//!   that a state resumes once across every replica, not once per process.
+//!
+//! Every operation is bounded: [`CONNECT_TIMEOUT`] to connect, [`COMMAND_TIMEOUT`] per command;
+//! an unreachable store is an error that names it, never a wait. One multiplexed connection is
+//! made on first use and shared by every request; one that breaks is dropped and made again by a
+//! later operation, no sooner than [`RETRY_AFTER`] after a failed attempt (a store that is down
+//! costs a pause one quick failure, not a connect timeout each time).
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use redis::{AsyncConnectionConfig, Value, aio::MultiplexedConnection};
+
+/// The longest a connection to the store may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest one command may wait for its answer.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long after a failed connection attempt operations fail at once instead of trying again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Where journals are kept, by random token.
+const JOURNAL_PREFIX: &str = "runbyte:journal:";
+/// Where "replayed" claims are made, by `<replica>|<key>` of the state.
+const REPLAYED_PREFIX: &str = "runbyte:replayed:";
+
+/// A store operation that failed: the store (its address, never its password), what was being
+/// done, and why.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the state store {store} {doing}: {why}")]
+pub struct StoreError {
+    store: String,
+    doing: &'static str,
+    why: String,
+}
+
+/// The shared store. Cheap to clone: clones share the connection.
+#[derive(Clone)]
+pub struct StateStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `redis://host:port/db`, without credentials: for logs and errors.
+    name: String,
+    backend: Backend,
+}
+
+enum Backend {
+    Redis {
+        client: redis::Client,
+        link: Mutex<Link>,
+    },
+    /// A map that answers the few commands used here, for unit tests.
+    #[cfg(test)]
+    Memory(Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>),
+}
+
+/// The state of the one connection, behind one lock (never held across I/O).
+enum Link {
+    Idle,
+    Up(MultiplexedConnection),
+    Down(Instant),
+}
+
+/// Whether `url` can name a state store; the error says why not (without the URL's password).
+pub fn check_url(url: &str) -> Result<(), String> {
+    open_client(url).map(|_| ())
+}
+
+fn open_client(url: &str) -> Result<(redis::Client, String), String> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    match scheme.map(str::to_ascii_lowercase).as_deref() {
+        Some("redis") => {}
+        Some("rediss") => {
+            return Err(format!(
+                "`{}`: TLS to Redis (rediss://) is not built into Runbyte; use redis:// on a \
+                 private network, or a TLS tunnel to the store",
+                without_password(url)
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "`{}` is not a redis:// URL (redis://host:port[/db])",
+                without_password(url)
+            ));
+        }
+    }
+    let client = redis::Client::open(url)
+        .map_err(|e| format!("`{}` is not a usable Redis URL: {e}", without_password(url)))?;
+    let info = client.get_connection_info();
+    let name = format!("redis://{}/{}", info.addr(), info.redis_settings().db());
+    Ok((client, name))
+}
+
+/// `url` with any `user:password@` taken out.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+impl StateStore {
+    /// A store at `url` (`redis://[user:password@]host[:port][/db]`). Nothing connects until the
+    /// first operation.
+    pub fn open(url: &str) -> Result<StateStore, String> {
+        let (client, name) = open_client(url)?;
+        Ok(StateStore {
+            inner: Arc::new(Inner {
+                name,
+                backend: Backend::Redis {
+                    client,
+                    link: Mutex::new(Link::Idle),
+                },
+            }),
+        })
+    }
+
+    /// An in-memory store, for unit tests.
+    #[cfg(test)]
+    pub fn memory() -> StateStore {
+        StateStore {
+            inner: Arc::new(Inner {
+                name: "memory://test".to_owned(),
+                backend: Backend::Memory(Mutex::default()),
+            }),
+        }
+    }
+
+    /// The store's address, without credentials.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Keeps `sealed` for `ttl`; the random token that finds it again.
+    pub async fn put(&self, sealed: &[u8], ttl: Duration) -> Result<String, StoreError> {
+        let token = random_token().map_err(|why| self.error("could not keep a journal", why))?;
+        let mut command = redis::cmd("SET");
+        command
+            .arg(format!("{JOURNAL_PREFIX}{token}"))
+            .arg(sealed)
+            .arg("EX")
+            .arg(ttl.as_secs().max(1));
+        match self.send("could not keep a journal", &command).await? {
+            Value::Okay => Ok(token),
+            other => Err(self.unexpected("could not keep a journal", &other)),
+        }
+    }
+
+    /// What [`StateStore::put`] kept under `token`; `None` once it expired or was deleted.
+    pub async fn get(&self, token: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut command = redis::cmd("GET");
+        command.arg(format!("{JOURNAL_PREFIX}{token}"));
+        match self.send("could not read a journal", &command).await? {
+            Value::BulkString(bytes) => Ok(Some(bytes)),
+            Value::Nil => Ok(None),
+            other => Err(self.unexpected("could not read a journal", &other)),
+        }
+    }
+
+    /// Deletes what [`StateStore::put`] kept under `token` (nothing if it is gone already).
+    pub async fn delete(&self, token: &str) -> Result<(), StoreError> {
+        let mut command = redis::cmd("DEL");
+        command.arg(format!("{JOURNAL_PREFIX}{token}"));
+        self.send("could not delete a journal", &command)
+            .await
+            .map(|_| ())
+    }
+
+    /// Claims `id` for `ttl`: `true` for the first claim, `false` when it was claimed already
+    /// (by this or any other process sharing the store).
+    pub async fn claim(&self, id: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let mut command = redis::cmd("SET");
+        command
+            .arg(format!("{REPLAYED_PREFIX}{id}"))
+            .arg(1)
+            .arg("NX")
+            .arg("EX")
+            .arg(ttl.as_secs().max(1));
+        match self.send("could not record a resumption", &command).await? {
+            Value::Okay => Ok(true),
+            Value::Nil => Ok(false),
+            other => Err(self.unexpected("could not record a resumption", &other)),
+        }
+    }
+
+    /// Whether `id` was claimed.
+    pub async fn claimed(&self, id: &str) -> Result<bool, StoreError> {
+        let mut command = redis::cmd("EXISTS");
+        command.arg(format!("{REPLAYED_PREFIX}{id}"));
+        match self
+            .send("could not look up a resumption", &command)
+            .await?
+        {
+            Value::Int(count) => Ok(count > 0),
+            other => Err(self.unexpected("could not look up a resumption", &other)),
+        }
+    }
+
+    /// Whether the store answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.send("did not answer", &redis::cmd("PING"))
+            .await
+            .map(|_| ())
+    }
+
+    fn error(&self, doing: &'static str, why: impl Into<String>) -> StoreError {
+        StoreError {
+            store: self.inner.name.clone(),
+            doing,
+            why: why.into(),
+        }
+    }
+
+    fn unexpected(&self, doing: &'static str, value: &Value) -> StoreError {
+        self.error(doing, format!("unexpected answer {value:?}"))
+    }
+
+    /// Sends one command, bounded in time.
+    async fn send(&self, doing: &'static str, command: &redis::Cmd) -> Result<Value, StoreError> {
+        let (client, link) = match &self.inner.backend {
+            Backend::Redis { client, link } => (client, link),
+            #[cfg(test)]
+            Backend::Memory(map) => return Ok(memory_answer(map, command)),
+        };
+        let mut connection = self.connection(client, link, doing).await?;
+        let answer = tokio::time::timeout(
+            COMMAND_TIMEOUT,
+            command.query_async::<Value>(&mut connection),
+        )
+        .await;
+        match answer {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => {
+                if error.is_io_error()
+                    || error.is_timeout()
+                    || error.is_connection_dropped()
+                    || error.is_unrecoverable_error()
+                {
+                    forget(link, Link::Idle);
+                }
+                Err(self.error(doing, error.to_string()))
+            }
+            Err(_) => {
+                forget(link, Link::Idle);
+                Err(self.error(
+                    doing,
+                    format!("no answer within {} s", COMMAND_TIMEOUT.as_secs()),
+                ))
+            }
+        }
+    }
+
+    /// The shared connection, opened when there is none (the lock is not held while it opens:
+    /// two requests may open one each, and the last one kept wins).
+    async fn connection(
+        &self,
+        client: &redis::Client,
+        link: &Mutex<Link>,
+        doing: &'static str,
+    ) -> Result<MultiplexedConnection, StoreError> {
+        {
+            let link = link
+                .lock()
+                .map_err(|_| self.error(doing, "its connection's lock is poisoned"))?;
+            match &*link {
+                Link::Up(connection) => return Ok(connection.clone()),
+                Link::Down(since) if since.elapsed() < RETRY_AFTER => {
+                    return Err(self.error(
+                        doing,
+                        "it could not be reached a moment ago (Runbyte tries again within a second)",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(COMMAND_TIMEOUT));
+        // The client's own timeout covers resolving, connecting and the handshake; this one is
+        // there in case a later version of the crate stops doing so.
+        let opened = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await;
+        let failed = |why: String| {
+            forget(link, Link::Down(Instant::now()));
+            self.error(doing, format!("it cannot be reached ({why})"))
+        };
+        match opened {
+            Ok(Ok(connection)) => {
+                if let Ok(mut link) = link.lock() {
+                    *link = Link::Up(connection.clone());
+                }
+                Ok(connection)
+            }
+            Ok(Err(error)) => Err(failed(error.to_string())),
+            Err(_) => Err(failed(format!(
+                "no connection within {} s",
+                CONNECT_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+}
+
+fn forget(link: &Mutex<Link>, now: Link) {
+    if let Ok(mut link) = link.lock() {
+        *link = now;
+    }
+}
+
+/// 16 random bytes in hex.
+fn random_token() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("cannot make a key: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// What a Redis would answer to the commands [`StateStore`] sends (expiry aside).
+#[cfg(test)]
+fn memory_answer(
+    map: &Mutex<std::collections::HashMap<Vec<u8>, Vec<u8>>>,
+    command: &redis::Cmd,
+) -> Value {
+    let args: Vec<Vec<u8>> = command
+        .args_iter()
+        .filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+            _ => None,
+        })
+        .collect();
+    let Ok(mut map) = map.lock() else {
+        return Value::Nil;
+    };
+    match args.first().map(Vec::as_slice) {
+        Some(b"SET") => {
+            let only_new = args.iter().any(|arg| arg == b"NX");
+            if only_new && map.contains_key(&args[1]) {
+                return Value::Nil;
+            }
+            map.insert(args[1].clone(), args[2].clone());
+            Value::Okay
+        }
+        Some(b"GET") => map
+            .get(&args[1])
+            .cloned()
+            .map_or(Value::Nil, Value::BulkString),
+        Some(b"DEL") => Value::Int(i64::from(map.remove(&args[1]).is_some())),
+        Some(b"EXISTS") => Value::Int(i64::from(map.contains_key(&args[1]))),
+        _ => Value::SimpleString("PONG".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn only_redis_urls_are_taken_and_passwords_are_never_shown() {
+        assert!(check_url("redis://127.0.0.1:6379/2").is_ok());
+        assert!(check_url("redis://:s3cret@cache.internal").is_ok());
+        let store = StateStore::open("redis://user:s3cret@cache.internal:6380/1").unwrap();
+        assert_eq!(store.name(), "redis://cache.internal:6380/1");
+        let error = check_url("rediss://:s3cret@cache.internal").unwrap_err();
+        assert!(
+            error.contains("TLS") && !error.contains("s3cret"),
+            "{error}"
+        );
+        let error = check_url("http://:s3cret@cache.internal").unwrap_err();
+        assert!(
+            error.contains("not a redis://") && !error.contains("s3cret"),
+            "{error}"
+        );
+        assert!(check_url("cache.internal:6379").is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_store_fails_quickly_and_names_itself() {
+        // Nothing listens on port 1 of the loopback address: refused at once.
+        let store = StateStore::open("redis://127.0.0.1:1").unwrap();
+        let started = Instant::now();
+        let error = store.put(b"x", Duration::from_secs(5)).await.unwrap_err();
+        assert!(
+            error.to_string().contains("redis://127.0.0.1:1/0"),
+            "{error}"
+        );
+        // Within RETRY_AFTER, the next operation does not try again.
+        let error = store.claim("id", Duration::from_secs(5)).await.unwrap_err();
+        assert!(error.to_string().contains("a moment ago"), "{error}");
+        assert!(started.elapsed() < CONNECT_TIMEOUT * 2);
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_answers_like_redis() {
+        let store = StateStore::memory();
+        let token = store.put(b"sealed", Duration::from_secs(5)).await.unwrap();
+        assert_eq!(store.get(&token).await.unwrap().unwrap(), b"sealed");
+        store.delete(&token).await.unwrap();
+        assert!(store.get(&token).await.unwrap().is_none());
+        assert!(!store.claimed("r|k").await.unwrap());
+        assert!(store.claim("r|k", Duration::from_secs(5)).await.unwrap());
+        assert!(!store.claim("r|k", Duration::from_secs(5)).await.unwrap());
+        assert!(store.claimed("r|k").await.unwrap());
+        store.ping().await.unwrap();
+    }
+}
