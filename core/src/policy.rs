@@ -81,7 +81,8 @@ pub async fn limits(
     merge_limits(&answers)
 }
 
-/// Asks every policy about one call, in order; the first that does not allow it decides.
+/// Asks every policy that judges the call's server ([`PolicyPlugin::judges`]) about it, in
+/// order; the first that does not allow it decides. With none, nothing is encoded or asked.
 /// `Ok` carries the call's timeout when a policy set one: never past `time_left`, the
 /// shortest when several did.
 /// An `ask` verdict puts its question to the user through `asker` (an approval form); the call
@@ -92,9 +93,16 @@ pub async fn check_call(
     time_left: Duration,
     asker: Option<&dyn Asker>,
 ) -> Result<Option<Duration>, String> {
+    let judging: Vec<&PolicyPlugin> = policies
+        .iter()
+        .filter(|policy| policy.judges(&call.server))
+        .collect();
+    if judging.is_empty() {
+        return Ok(None);
+    }
     let request = serde_json::to_value(call).map_err(|e| format!("cannot encode the call: {e}"))?;
     let mut granted: Option<Duration> = None;
-    for policy in policies {
+    for policy in judging {
         let answer = ask(policy, &request, PolicyPlugin::check_call).await?;
         let reason = match Verdict::from_value(&answer) {
             Verdict::Allow { timeout_ms } => {

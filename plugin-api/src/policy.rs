@@ -27,6 +27,12 @@
 //! denial. `{"allow": false, "ask": "<question>"}` asks for a person's approval; hosts that
 //! cannot ask (this one, for now) deny the call, with `"reason"` when given.
 //!
+//! **`judged_calls()`**: asked once, after `open`: which calls `check_call` has an opinion on.
+//! `"all"` (the default), `"none"`, or `{"servers": ["github", …]}`. The host allows every
+//! other call without asking (as `{"allow": true}` would), so a policy that only sets limits,
+//! or judges one server, costs the other calls nothing. Plugins built before this entry point
+//! judge every call.
+//!
 //! With the `wire` feature these shapes are serde types, the table included:
 //! `wire::LimitsContext`, `wire::Limits` (with `Limits::DEFAULTS`), `wire::Call` and
 //! `wire::Verdict`.
@@ -50,6 +56,12 @@ pub trait Policy: Send + Sync + Sized + 'static {
 
     /// The verdict on one tool call (see the [module documentation](self)).
     fn check_call(&self, call: &str) -> Result<String, String>;
+
+    /// Which calls [`Policy::check_call`] judges, as JSON (see the
+    /// [module documentation](self)). Default: every call.
+    fn judged_calls(&self) -> String {
+        "\"all\"".to_owned()
+    }
 }
 
 /// The ABI form of [`Policy`].
@@ -60,6 +72,11 @@ pub trait RawPolicy: Send + Sync {
     /// See [`Policy::check_call`].
     #[sabi(last_prefix_field)]
     fn check_call(&self, call: RStr<'_>) -> RResult<RString, PluginError>;
+    /// See [`Policy::judged_calls`]. A plugin built before it has no such entry: the host then
+    /// gets this default, every call.
+    fn judged_calls(&self) -> RString {
+        RString::from("\"all\"")
+    }
 }
 
 /// A boxed [`RawPolicy`] trait object.
@@ -85,5 +102,13 @@ impl<T: Policy> RawPolicy for PolicyAdapter<T> {
         })
         .map(RString::from)
         .into()
+    }
+
+    fn judged_calls(&self) -> RString {
+        // A panic here is no reason to lose the policy: it then judges every call.
+        guard(self.plugin, "judged_calls", || {
+            Ok(self.inner.judged_calls())
+        })
+        .map_or_else(|_| RString::from("\"all\""), RString::from)
     }
 }

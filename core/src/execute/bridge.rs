@@ -390,7 +390,7 @@ impl HubBridge {
             .tool(&call.server, &call.tool)
             .await
             .map_err(|e| e.to_string())?;
-        let granted = if policies.is_empty() {
+        let granted = if !policies.iter().any(|policy| policy.judges(&call.server)) {
             None
         } else {
             let annotations = spec

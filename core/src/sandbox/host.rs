@@ -9,10 +9,10 @@ use std::{
         Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    thread,
     time::{Duration, Instant},
 };
 
+use futures::{StreamExt, stream::FuturesUnordered};
 use serde_json::Value;
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
@@ -207,10 +207,9 @@ impl EngineThread {
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
         let stack = limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN);
-        thread::Builder::new()
-            .name("runbyte-sandbox".to_owned())
-            .stack_size(stack)
-            .spawn(move || {
+        super::threads::run(
+            stack,
+            Box::new(move || {
                 let done = out.clone();
                 let link = Link::new(
                     Box::new(move |message| {
@@ -227,7 +226,8 @@ impl EngineThread {
                     flag,
                 );
                 let _ = done.blocking_send(FromEngine::Done { report });
-            })?;
+            }),
+        )?;
         Ok(EngineThread {
             to_engine,
             from_engine,
@@ -366,7 +366,9 @@ pub(crate) async fn drive(
     // Answers made off the loop (tool calls, module loads) come back through here.
     let (reply_tx, mut replies) = mpsc::unbounded_channel::<ToEngine>();
     let mut loads = JoinSet::new();
-    let mut calls = JoinSet::new();
+    // The calls in flight, polled by this task itself: a call's reply goes to the engine from
+    // here, with no task spawned per call and no hop through another worker thread.
+    let mut calls = FuturesUnordered::new();
     let mut cancel_sent = false;
     loop {
         // Backpressure: while enough calls are in flight, leave the engine's messages unread.
@@ -391,7 +393,16 @@ pub(crate) async fn drive(
                     return Ending::Lost(format!("{} ({error})", conn.lost().await));
                 }
             }
-            Some(_) = calls.join_next(), if !calls.is_empty() => {}
+            Some(reply) = calls.next(), if !calls.is_empty() => {
+                if let Some(reply) = reply {
+                    if let ToEngine::Reply { err: Some(_), .. } = &reply {
+                        gathered.failed_calls += 1;
+                    }
+                    if let Err(error) = conn.send(reply).await {
+                        return Ending::Lost(format!("{} ({error})", conn.lost().await));
+                    }
+                }
+            }
             message = conn.recv(), if reading => {
                 let message = match message {
                     Some(Ok(message)) => message,
@@ -459,11 +470,10 @@ pub(crate) async fn drive(
                                 let share = Held::new(&held, bytes);
                                 gathered.held_peak =
                                     gathered.held_peak.max(held.load(Ordering::Relaxed));
-                                calls.spawn(call(
+                                calls.push(call(
                                     job.bridge.clone(),
                                     in_flight.clone(),
                                     share,
-                                    reply_tx.clone(),
                                     id,
                                     server,
                                     tool,
@@ -482,30 +492,29 @@ pub(crate) async fn drive(
 }
 
 /// One tool call: waits its turn among the calls in flight, then goes to the bridge bounded by
-/// min(call timeout, time left).
+/// min(call timeout, time left). The reply for the engine, if any.
 #[allow(clippy::too_many_arguments)]
 async fn call(
     bridge: Arc<dyn ToolBridge>,
     in_flight: Arc<Semaphore>,
     _held: Held,
-    replies: mpsc::UnboundedSender<ToEngine>,
     id: u64,
     server: String,
     tool: String,
     arguments: Value,
     call_timeout: Duration,
     deadline: Instant,
-) {
+) -> Option<ToEngine> {
     // A call cut short by the execution's own deadline gets no reply: the engine's deadline
     // (a little later than the host's) ends the execution as a timeout, which is what it is.
     let Ok(Ok(_permit)) = tokio::time::timeout_at(deadline.into(), in_flight.acquire_owned()).await
     else {
-        return;
+        return None;
     };
     let left = deadline.saturating_duration_since(Instant::now());
     let timeout = call_timeout.min(left);
     if timeout.is_zero() {
-        return;
+        return None;
     }
     // A bridge that bounds its calls itself may grant one tool longer than the default.
     let bound = if bridge.enforces_timeouts() {
@@ -523,7 +532,7 @@ async fn call(
     let (ok, err) = match tokio::time::timeout(bound, bridge.call(request)).await {
         Ok(Ok(value)) => (Some(value.to_string()), None),
         Ok(Err(message)) => (None, Some(message)),
-        Err(_) if bound < call_timeout => return,
+        Err(_) if bound < call_timeout => return None,
         Err(_) => (
             None,
             Some(format!(
@@ -532,7 +541,7 @@ async fn call(
             )),
         ),
     };
-    let _ = replies.send(ToEngine::Reply { id, ok, err });
+    Some(ToEngine::Reply { id, ok, err })
 }
 
 /// A call's share of the argument bytes the host holds, given back when the call ends.

@@ -36,6 +36,7 @@ mod engine;
 mod host;
 mod pool;
 mod protocol;
+mod threads;
 mod transpile;
 mod worker;
 

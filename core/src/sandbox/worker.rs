@@ -202,14 +202,24 @@ pub fn worker_main() -> ExitCode {
         let modules = ModuleSource::Remote(cache.clone());
         let cancel = cancel.clone();
         let stack = limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN);
-        let engine = thread::Builder::new()
-            .name("runbyte-sandbox".to_owned())
-            .stack_size(stack)
-            .spawn(move || engine::run(&program, limits, determinism, link, modules, cancel));
-        let Ok(engine) = engine else {
+        let (ended, end) = std::sync::mpsc::channel();
+        let started = super::threads::run(
+            stack,
+            Box::new(move || {
+                let _ = ended.send(engine::run(
+                    &program,
+                    limits,
+                    determinism,
+                    link,
+                    modules,
+                    cancel,
+                ));
+            }),
+        );
+        if started.is_err() {
             return ExitCode::FAILURE;
-        };
-        match engine.join() {
+        }
+        match end.recv() {
             Ok((report, back)) => {
                 back.send(FromEngine::Done { report });
                 link = back;

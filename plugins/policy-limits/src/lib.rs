@@ -190,6 +190,12 @@ impl Policy for Limits {
         let call: Call = serde_json::from_str(call).map_err(|e| format!("bad call JSON: {e}"))?;
         Ok(self.verdict(&call).to_json())
     }
+
+    /// Only the servers it has limits for: every other call is allowed as it is.
+    fn judged_calls(&self) -> String {
+        let servers: Vec<&String> = self.config.servers.keys().collect();
+        serde_json::json!({ "servers": servers }).to_string()
+    }
 }
 
 export_plugin! { kind: policy, name: "limits", plugin: Limits }

@@ -86,3 +86,16 @@ fn a_tool_override_sets_its_call_timeout() {
     assert_eq!(verdict("slow")["timeout-ms"], json!(60000));
     assert_eq!(verdict("fast")["timeout-ms"], json!(1000));
 }
+
+#[test]
+fn it_judges_only_the_calls_of_servers_it_has_limits_for() {
+    let judged = |config: Value| -> Value {
+        serde_json::from_str(&open(config).unwrap().judged_calls()).unwrap()
+    };
+    assert_eq!(judged(json!({})), json!({"servers": []}));
+    assert_eq!(judged(json!({"timeout-ms": 5000})), json!({"servers": []}));
+    assert_eq!(
+        judged(json!({"servers": {"gh": {"max-tool-calls": 2}, "db": {}}})),
+        json!({"servers": ["db", "gh"]})
+    );
+}

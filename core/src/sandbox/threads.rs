@@ -1,0 +1,138 @@
+//! Engine threads kept between executions. An engine runs on a thread of its own, with a stack
+//! for the QuickJS limit plus margin (17 MiB by default); making one per execution (mapping,
+//! guarding and releasing that stack, and the allocator's arena with it) cost more than a small
+//! program takes to run. A thread that finished its execution waits here for the next one with
+//! the same stack size, for [`IDLE_FOR`]; at most [`MAX_IDLE`] wait at once.
+//!
+//! Used by thread isolation in the host and by each worker process for its engine.
+
+use std::{
+    io,
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+        mpsc::{self, RecvTimeoutError},
+    },
+    thread,
+    time::Duration,
+};
+
+/// How long an idle engine thread waits for another execution before it exits.
+const IDLE_FOR: Duration = Duration::from_secs(30);
+/// The most engine threads waiting at once.
+const MAX_IDLE: usize = 8;
+
+/// One execution for an engine thread.
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+struct Waiting {
+    id: u64,
+    stack: usize,
+    jobs: mpsc::Sender<Job>,
+}
+
+static IDLE: Mutex<Vec<Waiting>> = Mutex::new(Vec::new());
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+fn idle() -> std::sync::MutexGuard<'static, Vec<Waiting>> {
+    IDLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `job` on an engine thread with a stack of `stack` bytes: an idle one if there is one,
+/// else a new one.
+pub(crate) fn run(stack: usize, job: Job) -> io::Result<()> {
+    let mut job = job;
+    loop {
+        let waiting = {
+            let mut idle = idle();
+            let found = idle.iter().rposition(|waiting| waiting.stack == stack);
+            found.map(|at| idle.swap_remove(at))
+        };
+        let Some(waiting) = waiting else {
+            return spawn(stack, job);
+        };
+        // A thread taken from the list waits for this job (see `serve`); if it died anyway
+        // (it cannot, short of an abort), the job comes back and another is tried.
+        match waiting.jobs.send(job) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::SendError(back)) => job = back,
+        }
+    }
+}
+
+fn spawn(stack: usize, job: Job) -> io::Result<()> {
+    thread::Builder::new()
+        .name("runbyte-sandbox".to_owned())
+        .stack_size(stack)
+        .spawn(move || serve(stack, job))
+        .map(drop)
+}
+
+/// Runs jobs until none comes for [`IDLE_FOR`] or enough threads wait already.
+fn serve(stack: usize, first: Job) {
+    let mut job = first;
+    loop {
+        job();
+        let (jobs, next) = mpsc::channel();
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut idle = idle();
+            if idle.len() >= MAX_IDLE {
+                return;
+            }
+            idle.push(Waiting { id, stack, jobs });
+        }
+        job = match next.recv_timeout(IDLE_FOR) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                // Leave the list; if a caller took this thread meanwhile, its job is coming.
+                let mut idle = idle();
+                match idle.iter().position(|waiting| waiting.id == id) {
+                    Some(at) => {
+                        idle.swap_remove(at);
+                        return;
+                    }
+                    None => {
+                        drop(idle);
+                        match next.recv() {
+                            Ok(job) => job,
+                            Err(_) => return,
+                        }
+                    }
+                }
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_finished_thread_runs_the_next_job() {
+        // A stack size of this test's own: no other test's threads answer.
+        let stack = (3 << 20) + 4096;
+        let (tx, rx) = mpsc::channel();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..3 {
+            let tx = tx.clone();
+            run(
+                stack,
+                Box::new(move || tx.send(thread::current().id()).unwrap()),
+            )
+            .unwrap();
+            seen.insert(rx.recv().unwrap());
+            // Time for the thread to put itself back on the list.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            seen.len(),
+            1,
+            "one thread served them one after another: {seen:?}"
+        );
+    }
+}
