@@ -154,7 +154,15 @@ pub fn main() -> ExitCode {
         Ok(config) => config,
         Err(error) => return fail(&error.to_string()),
     };
-    block_on(async move {
+    // One client over stdio: its work hops between fewer threads on one async thread (each hop
+    // to a thread asleep on another CPU is a wake-up a direct call does not pay). A listener
+    // that serves many clients gets one per CPU.
+    let one_client = matches!(
+        &command,
+        Command::Serve { listen, .. }
+            if listen.as_deref().unwrap_or(&config.server.listen) == "stdio"
+    );
+    block_on_with(one_client.then_some(1), async move {
         match command {
             Command::Serve { listen, bind } => serve(config, listen, bind).await,
             Command::Check => check(config).await,
@@ -212,10 +220,19 @@ pub fn main() -> ExitCode {
 }
 
 fn block_on(future: impl Future<Output = ExitCode>) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    block_on_with(None, future)
+}
+
+/// Runs `future` on a runtime of `threads` async threads (default: one per CPU, or
+/// `TOKIO_WORKER_THREADS`, which also overrides `threads`).
+fn block_on_with(threads: Option<usize>, future: impl Future<Output = ExitCode>) -> ExitCode {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads
+        && std::env::var_os("TOKIO_WORKER_THREADS").is_none()
     {
+        builder.worker_threads(threads);
+    }
+    match builder.enable_all().build() {
         Ok(runtime) => {
             let code = runtime.block_on(future);
             // Plugin threads blocked in I/O must not keep the process alive.
