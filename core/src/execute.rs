@@ -45,13 +45,13 @@ pub async fn prepare(
         session: session.to_owned(),
         listener: listener.map(str::to_owned),
     };
-    let limits = crate::policy::limits(&runtime.policies, &context)
+    let (limits, judges) = crate::policy::limits(&runtime.policies, &context)
         .await
         .map_err(|message| format!("the sandbox policy failed: {message}"))?;
     let id = execution_id();
     let bridge = Arc::new(HubBridge::new(
         runtime.hub.clone(),
-        runtime.policies.clone(),
+        judges,
         session.to_owned(),
         id.clone(),
         runtime.audit.clone(),

@@ -40,7 +40,8 @@ impl LimitsBuilder {
                 "policy `{policy}` answered `limits` with something other than an object"
             ));
         };
-        for key in keys.keys().filter(|key| !wire::Limits::is_key(key)) {
+        let known = |key: &str| wire::Limits::is_key(key) || key == JUDGED_CALLS;
+        for key in keys.keys().filter(|key| !known(key)) {
             tracing::debug!(policy, "ignoring unknown limit `{key}`");
         }
         let limits = wire::Limits::deserialize(answer)
@@ -66,36 +67,101 @@ pub fn merge_limits(answers: &[(String, Value)]) -> Result<Limits, String> {
         .map(|builder| builder.build())
 }
 
-/// The limits for one execution: every policy asked, then their answers merged.
+/// The key of a `limits` answer that says which calls the policy judges in that execution.
+const JUDGED_CALLS: &str = "judged-calls";
+
+/// The calls a policy's `check_call` judges in one execution (its `limits` answer's
+/// `judged-calls`); it would allow the others as they are, so it is not asked about them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judged {
+    All,
+    None,
+    Servers(std::collections::BTreeSet<String>),
+}
+
+impl Judged {
+    /// From a `limits` answer; absent or not understood (said once per policy): every call.
+    fn from_answer(policy: &str, answer: &Value) -> Judged {
+        let Some(judged) = answer.get(JUDGED_CALLS) else {
+            return Judged::All;
+        };
+        let servers = || -> Option<Judged> {
+            let names = judged.as_object()?.get("servers")?.as_array()?;
+            names
+                .iter()
+                .map(|name| name.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .map(Judged::Servers)
+        };
+        match judged.as_str() {
+            Some("all") => Judged::All,
+            Some("none") => Judged::None,
+            _ => servers().unwrap_or_else(|| {
+                tracing::debug!(
+                    policy,
+                    "`{JUDGED_CALLS}` is not \"all\", \"none\" or {{\"servers\": [...]}}: \
+                     the policy judges every call"
+                );
+                Judged::All
+            }),
+        }
+    }
+
+    /// Whether calls to `server` are judged.
+    pub fn covers(&self, server: &str) -> bool {
+        match self {
+            Judged::All => true,
+            Judged::None => false,
+            Judged::Servers(servers) => servers.contains(server),
+        }
+    }
+}
+
+/// A policy, with the calls it judges in one execution.
+#[derive(Clone)]
+pub struct Judge {
+    pub policy: PolicyPlugin,
+    pub judged: Judged,
+}
+
+/// The limits for one execution, every policy asked and their answers merged; and each policy
+/// with the calls it judges in it.
 pub async fn limits(
     policies: &[PolicyPlugin],
     context: &wire::LimitsContext,
-) -> Result<Limits, String> {
+) -> Result<(Limits, Vec<Judge>), String> {
     let context = serde_json::to_value(context)
         .map_err(|e| format!("cannot encode the limits context: {e}"))?;
     let mut answers = Vec::with_capacity(policies.len());
+    let mut judges = Vec::with_capacity(policies.len());
     for policy in policies {
         let answer = ask(policy, &context, PolicyPlugin::limits).await?;
-        answers.push((policy.info().name.clone(), answer));
+        let name = policy.info().name.clone();
+        judges.push(Judge {
+            policy: policy.clone(),
+            judged: Judged::from_answer(&name, &answer),
+        });
+        answers.push((name, answer));
     }
-    merge_limits(&answers)
+    Ok((merge_limits(&answers)?, judges))
 }
 
-/// Asks every policy that judges the call's server ([`PolicyPlugin::judges`]) about it, in
-/// order; the first that does not allow it decides. With none, nothing is encoded or asked.
+/// Asks every policy that judges the call's server ([`Judged::covers`]) about it, in order;
+/// the first that does not allow it decides. With none, nothing is encoded or asked.
 /// `Ok` carries the call's timeout when a policy set one: never past `time_left`, the
 /// shortest when several did.
 /// An `ask` verdict puts its question to the user through `asker` (an approval form); the call
 /// goes on only when the user approves.
 pub async fn check_call(
-    policies: &[PolicyPlugin],
+    judges: &[Judge],
     call: &wire::Call<'_>,
     time_left: Duration,
     asker: Option<&dyn Asker>,
 ) -> Result<Option<Duration>, String> {
-    let judging: Vec<&PolicyPlugin> = policies
+    let judging: Vec<&PolicyPlugin> = judges
         .iter()
-        .filter(|policy| policy.judges(&call.server))
+        .filter(|judge| judge.judged.covers(&call.server))
+        .map(|judge| &judge.policy)
         .collect();
     if judging.is_empty() {
         return Ok(None);
@@ -177,6 +243,23 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_limits_answer_says_which_calls_its_policy_judges() {
+        let judged = |answer: Value| Judged::from_answer("p", &answer);
+        assert_eq!(judged(json!({})), Judged::All);
+        assert_eq!(judged(json!({"judged-calls": "all"})), Judged::All);
+        assert_eq!(judged(json!({"judged-calls": "none"})), Judged::None);
+        let servers = judged(json!({"judged-calls": {"servers": ["a", "b"]}}));
+        assert!(servers.covers("a") && servers.covers("b") && !servers.covers("c"));
+        assert!(!Judged::None.covers("a"));
+        for odd in [json!("some"), json!({"servers": [1]}), json!(null), json!([])] {
+            assert_eq!(judged(json!({"judged-calls": odd})), Judged::All);
+        }
+        // The key is not a limit: the limits merge past it.
+        merge_limits(&[("p".to_owned(), json!({"judged-calls": "none", "timeout-ms": 5}))])
+            .unwrap();
+    }
 
     #[test]
     fn the_default_limits_are_the_sandbox_defaults() {

@@ -27,11 +27,12 @@
 //! denial. `{"allow": false, "ask": "<question>"}` asks for a person's approval; hosts that
 //! cannot ask (this one, for now) deny the call, with `"reason"` when given.
 //!
-//! **`judged_calls()`**: asked once, after `open`: which calls `check_call` has an opinion on.
-//! `"all"` (the default), `"none"`, or `{"servers": ["github", …]}`. The host allows every
-//! other call without asking (as `{"allow": true}` would), so a policy that only sets limits,
-//! or judges one server, costs the other calls nothing. Plugins built before this entry point
-//! judge every call.
+//! **Which calls a policy judges**: the `limits` answer may carry `"judged-calls"`: `"all"`
+//! (the default), `"none"`, or `{"servers": ["github", …]}`. For that execution the host asks
+//! `check_call` only about the calls it names and allows the others as `{"allow": true}` would,
+//! so a policy that only sets limits, or judges one server, costs the other calls nothing.
+//! (It is part of the `limits` answer, not an entry point of its own, so that plugins built
+//! before it load unchanged.)
 //!
 //! With the `wire` feature these shapes are serde types, the table included:
 //! `wire::LimitsContext`, `wire::Limits` (with `Limits::DEFAULTS`), `wire::Call` and
@@ -56,12 +57,6 @@ pub trait Policy: Send + Sync + Sized + 'static {
 
     /// The verdict on one tool call (see the [module documentation](self)).
     fn check_call(&self, call: &str) -> Result<String, String>;
-
-    /// Which calls [`Policy::check_call`] judges, as JSON (see the
-    /// [module documentation](self)). Default: every call.
-    fn judged_calls(&self) -> String {
-        "\"all\"".to_owned()
-    }
 }
 
 /// The ABI form of [`Policy`].
@@ -72,11 +67,6 @@ pub trait RawPolicy: Send + Sync {
     /// See [`Policy::check_call`].
     #[sabi(last_prefix_field)]
     fn check_call(&self, call: RStr<'_>) -> RResult<RString, PluginError>;
-    /// See [`Policy::judged_calls`]. A plugin built before it has no such entry: the host then
-    /// gets this default, every call.
-    fn judged_calls(&self) -> RString {
-        RString::from("\"all\"")
-    }
 }
 
 /// A boxed [`RawPolicy`] trait object.
@@ -102,13 +92,5 @@ impl<T: Policy> RawPolicy for PolicyAdapter<T> {
         })
         .map(RString::from)
         .into()
-    }
-
-    fn judged_calls(&self) -> RString {
-        // A panic here is no reason to lose the policy: it then judges every call.
-        guard(self.plugin, "judged_calls", || {
-            Ok(self.inner.judged_calls())
-        })
-        .map_or_else(|_| RString::from("\"all\""), RString::from)
     }
 }

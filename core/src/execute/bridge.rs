@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::{
     hub::{CallOptions, Hub},
-    plugin::PolicyPlugin,
+    policy::Judge,
     relay::{Asker, Origin, Point, Question, Recorded},
     sandbox::{Determinism, Observed, ToolBridge, ToolCall},
 };
@@ -60,7 +60,7 @@ struct Position {
 /// The sandbox's door: each call passes every policy, then goes to the Hub.
 pub struct HubBridge {
     hub: Hub,
-    policies: Vec<PolicyPlugin>,
+    policies: Vec<Judge>,
     session: String,
     execution: String,
     counts: Mutex<Counts>,
@@ -311,7 +311,7 @@ impl HubBridge {
     /// A bridge for one execution of `session`.
     pub fn new(
         hub: Hub,
-        policies: Vec<PolicyPlugin>,
+        policies: Vec<Judge>,
         session: String,
         execution: String,
         audit: Option<crate::audit::AuditLog>,
@@ -380,7 +380,7 @@ impl HubBridge {
 
     async fn call_tool(
         hub: Hub,
-        policies: Vec<PolicyPlugin>,
+        policies: Vec<Judge>,
         asker: Option<Arc<dyn Asker>>,
         (session, execution): (&str, &str),
         position: Position,
@@ -390,7 +390,10 @@ impl HubBridge {
             .tool(&call.server, &call.tool)
             .await
             .map_err(|e| e.to_string())?;
-        let granted = if !policies.iter().any(|policy| policy.judges(&call.server)) {
+        let granted = if !policies
+            .iter()
+            .any(|judge| judge.judged.covers(&call.server))
+        {
             None
         } else {
             let annotations = spec

@@ -242,14 +242,4 @@ impl PolicyCalls for LocalPolicy {
             self.raw.check_call(call)
         })
     }
-
-    fn judged_calls(&self) -> Result<Value, CallError> {
-        let answer = self.raw.judged_calls();
-        serde_json::from_str(&answer).map_err(|e| CallError::BadAnswer {
-            kind: PluginKind::Policy,
-            plugin: self.info.name.clone(),
-            entry: "judged_calls",
-            message: e.to_string(),
-        })
-    }
 }

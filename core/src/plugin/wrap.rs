@@ -53,8 +53,6 @@ pub(super) trait CodegenCalls: Send + Sync {
 pub(super) trait PolicyCalls: Send + Sync {
     fn limits(&self, context: &Value) -> Result<Value, CallError>;
     fn check_call(&self, call: &Value) -> Result<Value, CallError>;
-    /// Which calls `check_call` judges, as the plugin declares it (asked once, at open).
-    fn judged_calls(&self) -> Result<Value, CallError>;
     /// Whether its calls wait on another process.
     fn is_isolated(&self) -> bool {
         false
@@ -231,79 +229,11 @@ impl CodegenPlugin {
 pub struct PolicyPlugin {
     info: Arc<PluginInfo>,
     calls: Arc<dyn PolicyCalls>,
-    judged: Arc<Judged>,
-}
-
-/// The calls a policy's `check_call` judges; it allows the others without being asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Judged {
-    All,
-    None,
-    Servers(std::collections::BTreeSet<String>),
-}
-
-impl Judged {
-    /// As a plugin answers `judged_calls`.
-    pub fn to_answer(&self) -> Value {
-        match self {
-            Judged::All => Value::from("all"),
-            Judged::None => Value::from("none"),
-            Judged::Servers(servers) => serde_json::json!({ "servers": servers }),
-        }
-    }
-
-    /// The plugin's `judged_calls` answer; anything else (or no answer) judges every call.
-    fn from_answer(info: &PluginInfo, answer: Result<Value, CallError>) -> Judged {
-        let servers = |value: &Value| -> Option<Judged> {
-            let names = value.as_object()?.get("servers")?.as_array()?;
-            names
-                .iter()
-                .map(|name| name.as_str().map(str::to_owned))
-                .collect::<Option<_>>()
-                .map(Judged::Servers)
-        };
-        match answer {
-            Ok(Value::String(all)) if all == "all" => Judged::All,
-            Ok(Value::String(none)) if none == "none" => Judged::None,
-            Ok(other) => servers(&other).unwrap_or_else(|| {
-                tracing::warn!(
-                    plugin = %info.name,
-                    "policy `{}` answered `judged_calls` with {other}, which is not \"all\", \
-                     \"none\" or {{\"servers\": [...]}}; it judges every call",
-                    info.name
-                );
-                Judged::All
-            }),
-            Err(error) => {
-                tracing::warn!(plugin = %info.name, "{error}; it judges every call");
-                Judged::All
-            }
-        }
-    }
 }
 
 impl PolicyPlugin {
     pub(super) fn new(info: Arc<PluginInfo>, calls: Arc<dyn PolicyCalls>) -> Self {
-        let judged = Arc::new(Judged::from_answer(&info, calls.judged_calls()));
-        PolicyPlugin {
-            info,
-            calls,
-            judged,
-        }
-    }
-
-    /// Whether its `check_call` judges calls to `server` (the others it allows unasked).
-    pub fn judges(&self, server: &str) -> bool {
-        match &*self.judged {
-            Judged::All => true,
-            Judged::None => false,
-            Judged::Servers(servers) => servers.contains(server),
-        }
-    }
-
-    /// What it declared it judges.
-    pub fn judged(&self) -> &Judged {
-        &self.judged
+        PolicyPlugin { info, calls }
     }
 
     /// Whether the plugin runs in a child process (its calls then wait on a pipe).
@@ -324,57 +254,5 @@ impl PolicyPlugin {
     /// The verdict on one tool call.
     pub fn check_call(&self, call: &Value) -> Result<Value, CallError> {
         self.calls.check_call(call)
-    }
-}
-
-#[cfg(test)]
-mod judged_tests {
-    #![allow(clippy::unwrap_used)]
-
-    use runbyte_plugin_api::PluginKind;
-    use serde_json::json;
-
-    use super::*;
-
-    fn info() -> PluginInfo {
-        PluginInfo {
-            name: "p".to_owned(),
-            kind: Some(PluginKind::Policy),
-            raw_kind: PluginKind::Policy as u32,
-            version: "1".to_owned(),
-            api_version: 1,
-            path: "p.so".into(),
-        }
-    }
-
-    #[test]
-    fn a_policy_says_which_calls_it_judges_and_anything_else_means_all() {
-        let judged = |answer: Value| Judged::from_answer(&info(), Ok(answer));
-        assert_eq!(judged(json!("all")), Judged::All);
-        assert_eq!(judged(json!("none")), Judged::None);
-        let servers = judged(json!({"servers": ["a", "b"]}));
-        assert_eq!(
-            servers,
-            Judged::Servers(["a".to_owned(), "b".to_owned()].into())
-        );
-        assert_eq!(
-            Judged::from_answer(&info(), Ok(servers.to_answer())),
-            servers
-        );
-        for odd in [
-            json!("some"),
-            json!({"servers": [1]}),
-            json!(null),
-            json!([]),
-        ] {
-            assert_eq!(judged(odd), Judged::All);
-        }
-        let failed = CallError::BadAnswer {
-            kind: PluginKind::Policy,
-            plugin: "p".to_owned(),
-            entry: "judged_calls",
-            message: "x".to_owned(),
-        };
-        assert_eq!(Judged::from_answer(&info(), Err(failed)), Judged::All);
     }
 }

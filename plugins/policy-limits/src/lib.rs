@@ -182,19 +182,24 @@ impl Policy for Limits {
         })
     }
 
+    /// The limits, and the calls it judges: only those of the servers it has limits for (every
+    /// other call it would allow as it is, so the host need not ask).
     fn limits(&self, _context: &str) -> Result<String, String> {
-        serde_json::to_string(&self.config.limits).map_err(|e| format!("cannot encode: {e}"))
+        let mut answer =
+            serde_json::to_value(self.config.limits).map_err(|e| format!("cannot encode: {e}"))?;
+        if let Value::Object(keys) = &mut answer {
+            let servers: Vec<&String> = self.config.servers.keys().collect();
+            keys.insert(
+                "judged-calls".to_owned(),
+                serde_json::json!({ "servers": servers }),
+            );
+        }
+        Ok(answer.to_string())
     }
 
     fn check_call(&self, call: &str) -> Result<String, String> {
         let call: Call = serde_json::from_str(call).map_err(|e| format!("bad call JSON: {e}"))?;
         Ok(self.verdict(&call).to_json())
-    }
-
-    /// Only the servers it has limits for: every other call is allowed as it is.
-    fn judged_calls(&self) -> String {
-        let servers: Vec<&String> = self.config.servers.keys().collect();
-        serde_json::json!({ "servers": servers }).to_string()
     }
 }
 

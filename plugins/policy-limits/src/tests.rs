@@ -12,7 +12,11 @@ fn open(config: Value) -> Result<Limits, String> {
 #[test]
 fn an_empty_table_sets_no_limits_and_allows_every_call() {
     let policy = open(json!({})).unwrap();
-    assert_eq!(policy.limits("{}").unwrap(), "{}");
+    // No limits, and no call it judges.
+    assert_eq!(
+        policy.limits("{}").unwrap(),
+        r#"{"judged-calls":{"servers":[]}}"#
+    );
     let verdict = policy
         .check_call(r#"{"server":"a","tool":"b","context":{}}"#)
         .unwrap();
@@ -25,7 +29,8 @@ fn configured_limits_are_reported() {
     let limits: Value = serde_json::from_str(&policy.limits("{}").unwrap()).unwrap();
     assert_eq!(
         limits,
-        json!({"timeout-ms": 5000, "memory-mb": 32, "isolation": "thread"})
+        json!({"timeout-ms": 5000, "memory-mb": 32, "isolation": "thread",
+               "judged-calls": {"servers": []}})
     );
 }
 
@@ -90,7 +95,9 @@ fn a_tool_override_sets_its_call_timeout() {
 #[test]
 fn it_judges_only_the_calls_of_servers_it_has_limits_for() {
     let judged = |config: Value| -> Value {
-        serde_json::from_str(&open(config).unwrap().judged_calls()).unwrap()
+        let answer: Value =
+            serde_json::from_str(&open(config).unwrap().limits("{}").unwrap()).unwrap();
+        answer["judged-calls"].clone()
     };
     assert_eq!(judged(json!({})), json!({"servers": []}));
     assert_eq!(judged(json!({"timeout-ms": 5000})), json!({"servers": []}));

@@ -37,10 +37,6 @@ impl PolicyCalls for IsolatedHost {
         self.json_call(Op::CheckCall { call: call.clone() })
     }
 
-    fn judged_calls(&self) -> Result<Value, CallError> {
-        self.json_call(Op::JudgedCalls)
-    }
-
     fn is_isolated(&self) -> bool {
         true
     }

@@ -272,9 +272,6 @@ impl Served {
             (Opened::Policy(plugin), Op::CheckCall { call }) => {
                 Ok(Answer::Json(plugin.check_call(&call)?))
             }
-            (Opened::Policy(plugin), Op::JudgedCalls) => {
-                Ok(Answer::Json(plugin.judged().to_answer()))
-            }
             (Opened::Transport(plugin), Op::Connect { target }) => {
                 let pump = plugin.connect(&target)?;
                 Ok(Answer::Pump(self.hold_pump(pump)?))

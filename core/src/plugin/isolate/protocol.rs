@@ -25,7 +25,7 @@ use serde_json::Value;
 
 /// Bumped whenever a message changes shape; a child of another version is refused. The greeting
 /// (`{"t":"ready","version":…}`) itself must never change, so that any two versions can tell.
-pub(crate) const PROTOCOL_VERSION: u32 = 2;
+pub(crate) const PROTOCOL_VERSION: u32 = 1;
 
 /// The longest a child's `pump_recv` or `listener_accept` waits per call; the host asks again.
 /// Kept short so that a call never comes near the host's own deadline for an answer.
@@ -105,8 +105,6 @@ pub(crate) enum Op {
     CheckCall {
         call: Value,
     },
-    /// Policy: which calls it judges.
-    JudgedCalls,
     /// Transport: a client connection; answered with [`Answer::Pump`].
     Connect {
         target: Value,
@@ -147,7 +145,6 @@ impl Op {
             Op::Generate { .. } => "generate",
             Op::Limits { .. } => "limits",
             Op::CheckCall { .. } => "check_call",
-            Op::JudgedCalls => "judged_calls",
             Op::Connect { .. } => "connect",
             Op::Listen { .. } => "listen",
             Op::PumpSend { .. } => "pump_send",
