@@ -500,6 +500,9 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
             let first_line = description.lines().next().unwrap_or_default();
             println!("  {:<28} {first_line}", tool.name);
         }
+        for (tool, why) in view.hidden.iter() {
+            println!("  {tool:<28} (hidden: {why})");
+        }
     }
     runtime.hub.shutdown().await;
     code

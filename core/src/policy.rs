@@ -253,12 +253,20 @@ mod tests {
         let servers = judged(json!({"judged-calls": {"servers": ["a", "b"]}}));
         assert!(servers.covers("a") && servers.covers("b") && !servers.covers("c"));
         assert!(!Judged::None.covers("a"));
-        for odd in [json!("some"), json!({"servers": [1]}), json!(null), json!([])] {
+        for odd in [
+            json!("some"),
+            json!({"servers": [1]}),
+            json!(null),
+            json!([]),
+        ] {
             assert_eq!(judged(json!({"judged-calls": odd})), Judged::All);
         }
         // The key is not a limit: the limits merge past it.
-        merge_limits(&[("p".to_owned(), json!({"judged-calls": "none", "timeout-ms": 5}))])
-            .unwrap();
+        merge_limits(&[(
+            "p".to_owned(),
+            json!({"judged-calls": "none", "timeout-ms": 5}),
+        )])
+        .unwrap();
     }
 
     #[test]

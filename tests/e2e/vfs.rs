@@ -1,6 +1,6 @@
 //! The virtual filesystem through a real MCP client over stdio.
 
-use runbyte_tests::{TempDir, call, client, config_with, test_server_table};
+use runbyte_tests::{TempDir, call, client, config_of, config_with, test_server_table};
 use serde_json::json;
 
 #[tokio::test]
@@ -154,4 +154,64 @@ async fn a_servers_list_changed_regenerates_its_folder() {
     let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
     assert!(!error && text.contains("\"tool\":\"added_1\""), "{text}");
     client.cancel().await.unwrap();
+}
+
+/// `tools` and `exclude-tools`: a hidden tool is absent from `runbyte tools` (listed there as hidden,
+/// with why), from the VFS and from search, and a program that calls it is told it is hidden.
+#[test]
+fn a_servers_tool_filter_hides_tools_everywhere() {
+    let dir = TempDir::new("vfs-filter");
+    let table = test_server_table(
+        "t",
+        &[],
+        "tools = [\"e*\", \"a?d\", \"change_*\", \"slow\"]\nexclude-tools = [\"change_*\"]",
+    );
+    dir.write("runbyte.toml", &config_of(&[table]));
+
+    let tools = runbyte_tests::run(dir.path(), &["tools", "t"]);
+    assert_eq!(tools.code, Some(0), "{}{}", tools.stdout, tools.stderr);
+    let shown: Vec<&str> = tools
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("  ") && !line.contains("(hidden"))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(shown, ["echo", "add", "slow", "env"], "{}", tools.stdout);
+    assert!(
+        tools.stdout.contains(
+            "change_tools                 (hidden: it matches `exclude-tools` entry \"change_*\")"
+        ) && tools.stdout.contains(
+            "crash                        (hidden: it matches none of the server's `tools`)"
+        ),
+        "{}",
+        tools.stdout
+    );
+
+    let listed = runbyte_tests::run(dir.path(), &["ls", "/servers/t"]);
+    assert!(
+        listed.stdout.contains("echo.ts") && !listed.stdout.contains("change_tools"),
+        "{}",
+        listed.stdout
+    );
+    let searched = runbyte_tests::run(dir.path(), &["search", "change", "tools"]);
+    assert!(
+        !searched.stdout.contains("change_tools"),
+        "{}",
+        searched.stdout
+    );
+
+    dir.write(
+        "hidden.ts",
+        "import { callTool } from 'runbyte:bridge';\n\
+         export default await callTool('t', 'change_tools', {});",
+    );
+    let ran = runbyte_tests::run(dir.path(), &["exec", "hidden.ts"]);
+    let said = format!("{}{}", ran.stdout, ran.stderr);
+    assert!(
+        said.contains(
+            "server `t` has no tool `change_tools` (it is hidden: it matches \
+                       `exclude-tools` entry \"change_*\", in `[servers.t]`)"
+        ),
+        "{said}"
+    );
 }

@@ -302,6 +302,11 @@ pub struct ServerConfig {
     /// Leave the server out without deleting its table.
     #[serde(default)]
     pub disabled: bool,
+    /// Show only the tools matching one of these globs (`*`, `?`).
+    pub tools: Option<Vec<String>>,
+    /// Hide the tools matching one of these globs.
+    #[serde(default)]
+    pub exclude_tools: Vec<String>,
     /// How long `initialize` may take.
     pub init_timeout_ms: Option<u64>,
     /// How long one tool call may take.

@@ -42,6 +42,8 @@ pub struct Listed {
     pub tools: Arc<Vec<Tool>>,
     /// What was mended or left out.
     pub warnings: Arc<Vec<String>>,
+    /// The tools the server's `tools` / `exclude-tools` hide, each with the reason.
+    pub hidden: Arc<Vec<(String, String)>>,
 }
 
 /// The client side of one downstream connection: it passes `list_changed` on to the hub and
@@ -139,6 +141,8 @@ pub struct Connection {
     ended: CancellationToken,
     /// Its calls in flight, for the questions the server asks during them.
     pub(super) callers: Callers,
+    /// The server's `tools` and `exclude-tools`.
+    filter: super::filter::ToolFilter,
 }
 
 impl Connection {
@@ -227,9 +231,18 @@ impl Connection {
         for warning in &warnings {
             tracing::warn!(server = %self.service.service().server, "{warning}");
         }
+        let mut hidden = Vec::new();
+        tools.retain(|tool| match self.filter.hides(&tool.name) {
+            Some(why) => {
+                hidden.push((tool.name.to_string(), why));
+                false
+            }
+            None => true,
+        });
         let listed = Listed {
             tools: Arc::new(tools),
             warnings: Arc::new(warnings),
+            hidden: Arc::new(hidden),
         };
         if let Ok(mut slot) = self.listed.write() {
             *slot = listed.clone();
@@ -412,6 +425,7 @@ impl Opening<'_> {
             pump,
             ended: CancellationToken::new(),
             callers,
+            filter: super::filter::ToolFilter::new(self.config),
         };
         let listed = tokio::select! {
             listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,

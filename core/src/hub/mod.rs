@@ -12,6 +12,7 @@
 //! one re-list runs and one waits per server.
 
 mod client;
+mod filter;
 mod transports;
 pub mod validate;
 
@@ -210,6 +211,7 @@ impl Slot {
             protocol,
             tools: listed.tools,
             warnings: listed.warnings,
+            hidden: listed.hidden,
         }
     }
 
@@ -254,6 +256,8 @@ pub struct ServerView {
     pub tools: Arc<Vec<Tool>>,
     /// What was wrong with tools that were served untyped or left out, one line each.
     pub warnings: Arc<Vec<String>>,
+    /// The tools its `tools` / `exclude-tools` hide, with the reason.
+    pub hidden: Arc<Vec<(String, String)>>,
 }
 
 impl Hub {
@@ -605,9 +609,17 @@ impl Hub {
                     server: server.to_owned(),
                     reason,
                 })?;
-        let tools = connection.tools();
+        let listed = connection.listed();
+        let tools = listed.tools;
         if let Some(found) = tools.iter().find(|t| t.name == tool) {
             return Ok(found.clone());
+        }
+        if let Some((_, why)) = listed.hidden.iter().find(|(name, _)| name == tool) {
+            return Err(CallError::UnknownTool {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                hint: format!(" (it is hidden: {why}, in `[servers.{server}]`)"),
+            });
         }
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         let hint = match crate::text::closest(tool, names.iter().copied()) {
