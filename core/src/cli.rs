@@ -113,6 +113,11 @@ pub enum Command {
         #[arg(long)]
         calls: Option<String>,
     },
+    /// Print a shell's completion script for runbyte (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Call one downstream tool and print its result.
     Call {
         /// The server's name.
@@ -149,6 +154,11 @@ pub fn main() -> ExitCode {
     }
     if let Command::Import { file } = &command {
         return import(file);
+    }
+    if let Command::Completions { shell } = command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        clap_complete::generate(shell, &mut command, "runbyte", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
     }
     let config = match Config::find(cli.config.as_deref()) {
         Ok(config) => config,
@@ -212,6 +222,7 @@ pub fn main() -> ExitCode {
                 .await
             }
             Command::DemoServer
+            | Command::Completions { .. }
             | Command::Import { .. }
             | Command::PluginHost { .. }
             | Command::Worker { .. } => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ mod eras;
 mod execute;
 mod hostile;
 mod hub;
+mod install;
 mod listeners;
 mod plugins;
 mod relay;

@@ -24,7 +24,9 @@ pub use wrap::{Accepted, CodegenPlugin, Listener, PolicyPlugin, Pump, Received, 
 use crate::config::Config;
 
 /// Where plugins are looked for, in order: `[[plugins.load]]` paths, `[plugins] dirs`, then the
-/// running binary's own folder (and its `deps/`, in a cargo build folder).
+/// running binary's own folder (and its `deps/`, in a cargo build folder), `../lib/runbyte/`
+/// beside it (an installed prefix: `bin/runbyte`, `lib/runbyte/*.so`), and the user's
+/// `$XDG_DATA_HOME/runbyte/plugins` (`~/.local/share/runbyte/plugins`).
 #[derive(Debug, Clone)]
 pub struct PluginSearch {
     dirs: Vec<PathBuf>,
@@ -32,6 +34,18 @@ pub struct PluginSearch {
     isolated_paths: Vec<PathBuf>,
     isolated_names: Vec<String>,
     host_exe: PathBuf,
+}
+
+/// The user's own plugin folder: `$XDG_DATA_HOME/runbyte/plugins`, else
+/// `~/.local/share/runbyte/plugins`.
+fn user_plugin_dir() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share"))
+        })?;
+    Some(data.join("runbyte/plugins"))
 }
 
 impl PluginSearch {
@@ -45,10 +59,19 @@ impl PluginSearch {
             // In a cargo build folder the bundled plugins, built as dependencies of the binary,
             // lie in `deps/` beside it (cargo does not always copy them up).
             let deps = own.join("deps");
+            let installed = own.parent().map(|prefix| prefix.join("lib/runbyte"));
             dirs.push(own);
             if deps.is_dir() {
                 dirs.push(deps);
             }
+            if let Some(installed) = installed.filter(|dir| dir.is_dir()) {
+                dirs.push(installed);
+            }
+        }
+        if let Some(user) = user_plugin_dir()
+            && user.is_dir()
+        {
+            dirs.push(user);
         }
         let mut seen = Vec::new();
         dirs.retain(|dir| {
