@@ -88,9 +88,14 @@ pub struct CodegenDriver {
 }
 
 impl CodegenDriver {
-    /// A driver for the Hub's servers, writing into `vfs`.
-    pub fn new(dialect: CodegenPlugin, hub: Hub, vfs: Arc<Vfs>) -> Arc<Self> {
-        let names = hub.server_names();
+    /// A driver for the Hub's servers named in `code` (those exposed to programs), writing
+    /// into `vfs`.
+    pub fn new(dialect: CodegenPlugin, hub: Hub, vfs: Arc<Vfs>, code: &[String]) -> Arc<Self> {
+        let names: Vec<String> = hub
+            .server_names()
+            .into_iter()
+            .filter(|name| code.contains(name))
+            .collect();
         let folders = folder_names(names.iter().map(String::as_str));
         let driver = Arc::new(CodegenDriver {
             dialect,

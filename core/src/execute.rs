@@ -49,15 +49,25 @@ pub async fn prepare(
         .await
         .map_err(|message| format!("the sandbox policy failed: {message}"))?;
     let id = execution_id();
-    let bridge = Arc::new(HubBridge::new(
-        runtime.hub.clone(),
-        judges,
-        session.to_owned(),
-        id.clone(),
-        runtime.audit.clone(),
-        asker,
-        resumable,
-    ));
+    let bridge = Arc::new(
+        HubBridge::new(
+            runtime.hub.clone(),
+            judges,
+            session.to_owned(),
+            id.clone(),
+            runtime.audit.clone(),
+            asker,
+            resumable,
+        )
+        .with_direct_only(
+            runtime
+                .config
+                .enabled_servers()
+                .filter(|(name, _)| !runtime.config.exposure(name).in_code())
+                .map(|(name, _)| name.clone())
+                .collect(),
+        ),
+    );
     Ok(Prepared { id, limits, bridge })
 }
 
@@ -140,6 +150,92 @@ pub async fn run(
 }
 
 /// One execution id, unique in this process.
+/// Calls `server`'s tool `tool` for a client that sees it directly (`expose = "direct"` or
+/// `"both"`): the policies judge it as they judge a program's call (with the session's limits
+/// for its timeout), the Hub checks the arguments and sends it, the audit log records it; the
+/// server's result comes back as it is.
+pub async fn direct(
+    runtime: &crate::gateway::Gateway,
+    session: &str,
+    listener: Option<&str>,
+    asker: Option<Arc<dyn crate::relay::Asker>>,
+    (server, tool): (&str, &str),
+    arguments: serde_json::Value,
+) -> Result<CallToolResult, String> {
+    use std::borrow::Cow;
+
+    use runbyte_plugin_api::wire;
+
+    let context = LimitsContext {
+        session: session.to_owned(),
+        listener: listener.map(str::to_owned),
+    };
+    let (limits, judges) = crate::policy::limits(&runtime.policies, &context)
+        .await
+        .map_err(|message| format!("the sandbox policy failed: {message}"))?;
+    let execution = execution_id();
+    let started = std::time::Instant::now();
+    let result = async {
+        let granted = if judges.iter().any(|judge| judge.judged.covers(server)) {
+            let spec = runtime
+                .hub
+                .tool(server, tool)
+                .await
+                .map_err(|e| e.to_string())?;
+            let annotations = spec
+                .annotations
+                .as_ref()
+                .map(|a| Cow::Owned(serde_json::to_value(a).unwrap_or_default()));
+            let call = wire::Call {
+                server: Cow::Borrowed(server),
+                tool: Cow::Borrowed(tool),
+                arguments: Cow::Borrowed(&arguments),
+                annotations,
+                context: wire::CallContext {
+                    session: Cow::Borrowed(session),
+                    execution: Cow::Borrowed(&execution),
+                    calls: 0,
+                    calls_to_server: 0,
+                    calls_to_tool: 0,
+                },
+            };
+            crate::policy::check_call(&judges, &call, limits.timeout, asker.as_deref()).await?
+        } else {
+            None
+        };
+        let options = crate::hub::CallOptions {
+            session: Some(session.to_owned()),
+            timeout: Some(granted.unwrap_or(limits.call_timeout)),
+            asker,
+        };
+        runtime
+            .hub
+            .call(server, tool, arguments, options)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    .await
+    .map_err(|error| crate::redact::redact(&error).into_owned());
+    if let Some(audit) = &runtime.audit {
+        let failed = match &result {
+            Ok(answer) if answer.is_error == Some(true) => {
+                Some("the tool reported an error".to_owned())
+            }
+            Ok(_) => None,
+            Err(error) => Some(error.clone()),
+        };
+        audit.tool_call(
+            session,
+            &execution,
+            server,
+            tool,
+            started.elapsed(),
+            failed.as_ref(),
+        );
+    }
+    result
+}
+
 pub fn execution_id() -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     format!(

@@ -109,7 +109,13 @@ impl Gateway {
         let transports = Arc::new(Transports::new(&config, search.clone()));
         let hub = Hub::new(&config, transports.clone());
         let vfs = Arc::new(Vfs::default());
-        let codegen = dialect.map(|dialect| CodegenDriver::new(dialect, hub.clone(), vfs.clone()));
+        let code: Vec<String> = config
+            .enabled_servers()
+            .filter(|(name, _)| config.exposure(name).in_code())
+            .map(|(name, _)| name.clone())
+            .collect();
+        let codegen =
+            dialect.map(|dialect| CodegenDriver::new(dialect, hub.clone(), vfs.clone(), &code));
         let (ready_tx, ready) = watch::channel(false);
         Arc::new(Gateway {
             config: Arc::new(config),
@@ -129,6 +135,46 @@ impl Gateway {
 
     /// The executions of 2026-07-28 clients that wait for the user's answer (see
     /// [`crate::relay`]), made on first use.
+    /// The tools of servers exposed directly (`expose = "direct"` or `"both"`), named with their
+    /// server's prefix, with their schemas, annotations and output schemas; those of servers not
+    /// ready are absent until they are.
+    pub async fn direct_tools(&self) -> Vec<rmcp::model::Tool> {
+        let mut tools = Vec::new();
+        for (server, prefix) in self.config.direct_servers() {
+            let Some(view) = self.hub.server(&server).await else {
+                continue;
+            };
+            for tool in view.tools.iter() {
+                let mut exposed = tool.clone();
+                exposed.name = format!("{prefix}{}", tool.name).into();
+                tools.push(exposed);
+            }
+        }
+        tools
+    }
+
+    /// The server and tool a directly exposed name stands for: the first server whose prefix it
+    /// starts with and that lists the rest, else the first whose prefix it starts with (whose
+    /// call then says why it cannot be made).
+    pub async fn direct_target(&self, name: &str) -> Option<(String, String)> {
+        let mut fallback = None;
+        for (server, prefix) in self.config.direct_servers() {
+            let Some(tool) = name.strip_prefix(prefix.as_str()) else {
+                continue;
+            };
+            let listed = self
+                .hub
+                .server(&server)
+                .await
+                .is_some_and(|view| view.tools.iter().any(|t| t.name == tool));
+            if listed {
+                return Some((server, tool.to_owned()));
+            }
+            fallback.get_or_insert((server, tool.to_owned()));
+        }
+        fallback
+    }
+
     pub fn paused(&self) -> Result<&Paused<CallToolResult>, String> {
         self.paused
             .get_or_init(|| Paused::new(PAUSED_KEEP, self.state_key()?, self.state_store()?))

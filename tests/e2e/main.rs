@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod config;
+mod direct;
 mod downstream;
 mod edges;
 mod eras;

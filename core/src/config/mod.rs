@@ -120,6 +120,34 @@ pub struct ServerSection {
     pub max_body_bytes: Option<u64>,
     /// Where the audit log (JSON lines) goes; none by default.
     pub audit_log: Option<PathBuf>,
+    /// How servers' tools reach clients unless a server says otherwise: `code` (the default),
+    /// `direct` or `both`.
+    #[serde(default)]
+    pub expose: Expose,
+}
+
+/// How a server's tools reach clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Expose {
+    /// As functions in the VFS, for programs (code mode).
+    #[default]
+    Code,
+    /// As tools of Runbyte's own `tools/list`, `<prefix><tool>`, called straight through the
+    /// Hub (same validation, policies and audit); absent from the VFS.
+    Direct,
+    /// Both.
+    Both,
+}
+
+impl Expose {
+    pub fn in_code(self) -> bool {
+        matches!(self, Expose::Code | Expose::Both)
+    }
+
+    pub fn direct(self) -> bool {
+        matches!(self, Expose::Direct | Expose::Both)
+    }
 }
 
 impl Default for ServerSection {
@@ -133,6 +161,7 @@ impl Default for ServerSection {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: None,
+            expose: Expose::Code,
             audit_log: None,
         }
     }
@@ -302,6 +331,10 @@ pub struct ServerConfig {
     /// Leave the server out without deleting its table.
     #[serde(default)]
     pub disabled: bool,
+    /// How its tools reach clients (default: `[server] expose`).
+    pub expose: Option<Expose>,
+    /// The prefix of its tools' names when exposed directly (default: `<server>_`).
+    pub direct_prefix: Option<String>,
     /// Show only the tools matching one of these globs (`*`, `?`).
     pub tools: Option<Vec<String>>,
     /// Hide the tools matching one of these globs.
@@ -540,6 +573,28 @@ impl Config {
     /// The servers that are not disabled.
     pub fn enabled_servers(&self) -> impl Iterator<Item = (&String, &ServerConfig)> {
         self.servers.iter().filter(|(_, server)| !server.disabled)
+    }
+
+    /// How server `name`'s tools reach clients (`Code` for an unknown server).
+    pub fn exposure(&self, name: &str) -> Expose {
+        self.servers
+            .get(name)
+            .and_then(|server| server.expose)
+            .unwrap_or(self.server.expose)
+    }
+
+    /// The enabled servers whose tools are exposed directly, with the prefix of their names.
+    pub fn direct_servers(&self) -> Vec<(String, String)> {
+        self.enabled_servers()
+            .filter(|(name, _)| self.exposure(name).direct())
+            .map(|(name, server)| {
+                let prefix = server
+                    .direct_prefix
+                    .clone()
+                    .unwrap_or_else(|| format!("{name}_"));
+                (name.clone(), prefix)
+            })
+            .collect()
     }
 }
 

@@ -71,6 +71,8 @@ pub struct HubBridge {
     journal: Option<Arc<Mutex<Journal>>>,
     /// The journal of an earlier run of this program, when this run is its replay.
     replay: Option<Arc<Replaying>>,
+    /// Servers exposed to clients directly only (`expose = "direct"`): not to programs.
+    direct_only: Vec<String>,
 }
 
 /// Whether (and how) an execution can resume on another process by replay.
@@ -341,7 +343,14 @@ impl HubBridge {
             asker,
             journal,
             replay,
+            direct_only: Vec::new(),
         }
+    }
+
+    /// Refuses programs' calls to these servers (exposed to clients directly only).
+    pub fn with_direct_only(mut self, servers: Vec<String>) -> Self {
+        self.direct_only = servers;
+        self
     }
 
     /// The recorded result of call `index` when this run replays a journal that has it; an
@@ -459,6 +468,14 @@ impl ToolBridge for HubBridge {
     }
 
     fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>> {
+        if self.direct_only.contains(&call.server) {
+            let refused = format!(
+                "server `{}` is exposed to clients directly (`expose = \"direct\"`), not to \
+                 programs",
+                call.server
+            );
+            return Box::pin(std::future::ready(Err(refused)));
+        }
         let position = self
             .counts
             .lock()

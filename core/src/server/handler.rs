@@ -598,7 +598,9 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tool_specs()))
+        let mut tools = tool_specs();
+        tools.extend(self.gateway.direct_tools().await);
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -616,6 +618,23 @@ impl ServerHandler for Session {
             "read_file" => self.read_file(&args).await,
             "search_tools" => self.search_tools(&args).await,
             "execute_code" => return self.execute_code(&args, retry, &context).await,
+            other if let Some(target) = self.gateway.direct_target(other).await => {
+                let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
+                let called = execute::direct(
+                    &self.gateway,
+                    &self.session,
+                    Some(&self.listener),
+                    asker,
+                    (&target.0, &target.1),
+                    args,
+                )
+                .await;
+                return Ok(match called {
+                    Ok(result) => result,
+                    Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+                }
+                .into());
+            }
             other => {
                 return Err(ErrorData::new(
                     ErrorCode::INVALID_PARAMS,

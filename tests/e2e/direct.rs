@@ -1,0 +1,83 @@
+//! `expose = "direct"` and `"both"`: a server's tools in Runbyte's own `tools/list`, called
+//! straight through the Hub with the same validation and policies, and kept out of the VFS
+//! (direct) or not (both), through a real MCP client over stdio.
+
+use std::time::Duration;
+
+use runbyte_tests::{TempDir, call, client, config_with, test_server_table};
+use serde_json::json;
+
+#[tokio::test]
+async fn directly_exposed_tools_are_listed_called_and_judged() {
+    let dir = TempDir::new("direct");
+    let table = test_server_table("t", &[], "expose = \"both\"\ndirect-prefix = \"tt.\"");
+    let config = config_with(&format!(
+        "{table}\n[sandbox]\npolicy = [\"limits\", \"readonly\"]\n"
+    ))
+    .replace(
+        "args = [\"demo-server\"]\n",
+        "args = [\"demo-server\"]\nexpose = \"direct\"\n",
+    );
+    dir.write("runbyte.toml", &config);
+    let client = client(&dir).await;
+
+    // Both servers connect in the background: wait until their tools are listed.
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        let tools = client.peer().list_all_tools().await.unwrap();
+        names = tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+        if names.iter().any(|n| n == "demo_get_weather") && names.iter().any(|n| n == "tt.echo") {
+            let weather = tools.iter().find(|t| t.name == "demo_get_weather").unwrap();
+            assert!(
+                weather.input_schema.contains_key("properties")
+                    && weather
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.read_only_hint == Some(true)),
+                "{weather:?}"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        names.iter().any(|n| n == "execute_code") && names.iter().any(|n| n == "tt.echo"),
+        "{names:?}"
+    );
+
+    // Called straight through, the server's own result.
+    let (weather, error) = call(
+        &client,
+        "demo_get_weather",
+        json!({"location": {"city": "Paris"}}),
+    )
+    .await;
+    assert!(!error && weather.contains("cloudy"), "{weather}");
+    // The Hub checks the arguments as for a program's call.
+    let (invalid, error) = call(&client, "demo_get_weather", json!({"location": "Paris"})).await;
+    assert!(error && invalid.contains("must be object"), "{invalid}");
+    let (echoed, error) = call(&client, "tt.echo", json!({"message": "hi"})).await;
+    assert!(!error && echoed.contains("hi"), "{echoed}");
+    // The policies judge it: `readonly` denies a tool not known to be read-only.
+    let (denied, error) = call(&client, "tt.slow", json!({"ms": 1})).await;
+    assert!(
+        error && denied.contains("denied by policy `readonly`"),
+        "{denied}"
+    );
+
+    // `direct` keeps the server out of the VFS (and programs' calls away from it); `both` not.
+    let (root, _) = call(&client, "list_directory", json!({"path": "/servers"})).await;
+    assert!(root.contains("t/") && !root.contains("demo/"), "{root}");
+    let (refused, _) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { callTool } from 'runbyte:bridge';\n\
+                        export default await callTool('demo', 'get_weather', \
+                        { location: { city: 'Paris' } });"}),
+    )
+    .await;
+    assert!(
+        refused.contains("server `demo` is exposed to clients directly"),
+        "{refused}"
+    );
+}
