@@ -25,9 +25,10 @@ fn search_with(paths: &[std::path::PathBuf]) -> PluginSearch {
 fn host_still_works() {
     let policy =
         plugin::open_policy(&search_with(&[]), "limits", &json!({"timeout-ms": 1000})).unwrap();
+    // Its limits, and (having none per server) no call it judges.
     assert_eq!(
         policy.limits(&json!({})).unwrap(),
-        json!({"timeout-ms": 1000})
+        json!({"timeout-ms": 1000, "judged-calls": {"servers": []}})
     );
 }
 
