@@ -81,3 +81,44 @@ async fn directly_exposed_tools_are_listed_called_and_judged() {
         "{refused}"
     );
 }
+
+/// A directly exposed server's list change reaches Runbyte's own `tools/list`.
+#[tokio::test]
+async fn a_direct_servers_new_tools_are_listed() {
+    let dir = TempDir::new("direct-change");
+    let table = test_server_table("t", &[], "expose = \"direct\"");
+    dir.write("runbyte.toml", &config_with(&table));
+    let client = client(&dir).await;
+    let listed = |names: &[String], name: &str| names.iter().any(|n| n == name);
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        names = client
+            .peer()
+            .list_all_tools()
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        if listed(&names, "t_change_tools") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        listed(&names, "t_change_tools") && !listed(&names, "t_added_1"),
+        "{names:?}"
+    );
+    let (changed, error) = call(&client, "t_change_tools", json!({})).await;
+    assert!(!error, "{changed}");
+    let mut grew = false;
+    for _ in 0..100 {
+        let tools = client.peer().list_all_tools().await.unwrap();
+        if tools.iter().any(|t| t.name == "t_added_1") {
+            grew = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(grew, "t_added_1 never appeared in tools/list");
+}
