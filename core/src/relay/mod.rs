@@ -1,0 +1,588 @@
+//! Relaying what a tool (or a policy) asks of the user to the client of the execution that made
+//! the call, in either protocol era.
+//!
+//! A downstream server asks with `elicitation/create`, `sampling/createMessage` or `roots/list`:
+//! as a request on its connection during the call (2025-11-25 and earlier; the Hub's client
+//! handler receives it), or as an `input_required` result of `tools/call` (2026-07-28; the Hub
+//! answers and retries). A policy asks for approval (`{"allow": false, "ask": "..."}`). Either
+//! way the question reaches the execution's [`Asker`]:
+//! - a legacy client session: [`SessionAsker`] sends it as a server-to-client request;
+//! - a 2026-07-28 client: [`RoundTrip`] ends the `execute_code` request with an `input_required`
+//!   result whose `requestState` is signed; the client's retry carries the answer and the
+//!   execution, which kept running in the meantime, goes on ([`Paused`] holds it);
+//! - `runbyte exec`, or a client that did not declare the capability: the question is refused,
+//!   and the program gets an error that names the tool and what was asked.
+//!
+//! The wait for an answer is bounded by the execution's own time limit (`timeout-ms`) and the
+//! call's timeout: a person who takes longer gets the execution's timeout, as any slow call does.
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use rmcp::{
+    RoleServer,
+    model::{
+        ClientCapabilities, ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest,
+        ServerRequest,
+    },
+    service::Peer,
+};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+mod paused;
+
+pub use paused::{Paused, ResumeError, Resumed, Waiting};
+
+/// What can be asked: an `elicitation/create`, `sampling/createMessage` or `roots/list` request.
+pub type Question = InputRequest;
+
+/// Whoever answers an execution's questions: the client that started it.
+pub trait Asker: Send + Sync {
+    /// Asks; the answer is the result of the question's method (`ElicitResult`,
+    /// `CreateMessageResult`, `ListRootsResult`) as JSON. `Err` says why nobody can answer.
+    fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>>;
+
+    /// Asks a question that a re-run of the program would ask again at the same call (a
+    /// policy's approval, a 2026-07-28 server's `input_required`): whoever asks for a call
+    /// ([`CallAsker`]) may then make the execution resumable anywhere, by replay.
+    fn ask_again_able(
+        &self,
+        question: Question,
+        origin: Origin,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let _ = origin;
+        self.ask(question)
+    }
+
+    /// Asks with what a replay needs to resume the execution at this question.
+    fn ask_at(
+        &self,
+        question: Question,
+        point: Point,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let _ = point;
+        self.ask(question)
+    }
+}
+
+/// Where a question that a re-run would ask again comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// A policy's `ask` verdict, before the call is sent.
+    Approval,
+    /// A 2026-07-28 server's `input_required` result (the call did not run yet).
+    InputRequired,
+}
+
+/// A tool call an execution made, and what came of it, as a replay returns it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Recorded {
+    pub server: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub result: Result<Value, String>,
+}
+
+/// What resuming an execution by replay needs: the calls it made before the question (by
+/// their place in the order the program made them), and the call that asked.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Point {
+    /// The calls made so far, by index.
+    pub recorded: std::collections::BTreeMap<u64, Recorded>,
+    /// The index of the call that asked, and how it asked.
+    pub index: u64,
+    pub origin: Origin,
+    /// `Math.random`'s seed in the run that asked.
+    #[serde(default)]
+    pub seed: u64,
+    /// The clock readings and event-loop turns the program observed before it asked.
+    #[serde(default, skip_serializing_if = "crate::sandbox::Observed::is_empty")]
+    pub observed: crate::sandbox::Observed,
+}
+
+/// The method a question calls.
+pub fn method_of(question: &Question) -> &'static str {
+    match question {
+        InputRequest::CreateMessage(_) => "sampling/createMessage",
+        InputRequest::Elicitation(_) => "elicitation/create",
+        InputRequest::ListRoots(_) => "roots/list",
+        _ => "an unknown request",
+    }
+}
+
+/// Whether `capabilities` let a client answer `question`, and if not, why.
+fn answerable(capabilities: &ClientCapabilities, question: &Question) -> Result<(), String> {
+    let (declared, capability) = match question {
+        InputRequest::CreateMessage(_) => (capabilities.sampling.is_some(), "sampling"),
+        InputRequest::Elicitation(_) => (capabilities.elicitation.is_some(), "elicitation"),
+        InputRequest::ListRoots(_) => (capabilities.roots.is_some(), "roots"),
+        _ => (false, "an unknown capability"),
+    };
+    if declared {
+        Ok(())
+    } else {
+        Err(format!(
+            "the client did not declare the `{capability}` capability, so it cannot answer `{}`",
+            method_of(question)
+        ))
+    }
+}
+
+/// An approval question for a policy's `ask` verdict: a form with one boolean, `approve`.
+pub fn approval(question: &str, server: &str, tool: &str, arguments: &Value) -> Question {
+    let mut shown = arguments.to_string();
+    if shown.len() > 2000 {
+        let mut cut = 2000;
+        while !shown.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        shown.truncate(cut);
+        shown.push('…');
+    }
+    let schema: ElicitationSchema = serde_json::from_value(json!({
+        "type": "object",
+        "properties": {"approve": {"type": "boolean", "title": "Approve this call", "default": true}},
+        "required": ["approve"],
+    }))
+    .unwrap_or_else(|_| ElicitationSchema::builder().build_unchecked());
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!("{question}\n\nRunbyte is about to call `{server}/{tool}` with {shown}"),
+        requested_schema: schema,
+    };
+    InputRequest::Elicitation(ElicitRequest::new(params))
+}
+
+/// Whether an answer to [`approval`] approves.
+pub fn approved(answer: &Value) -> bool {
+    answer["action"] == "accept" && answer["content"]["approve"] != false
+}
+
+/// Asks a legacy client session with a server-to-client request.
+pub struct SessionAsker {
+    peer: Peer<RoleServer>,
+}
+
+impl SessionAsker {
+    /// The asker of the session whose peer this is; `None` for a 2026-07-28 connection, which
+    /// forbids server-to-client requests.
+    pub fn of(peer: &Peer<RoleServer>) -> Option<Self> {
+        peer.peer_info()?;
+        Some(SessionAsker { peer: peer.clone() })
+    }
+}
+
+impl Asker for SessionAsker {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            let capabilities = peer
+                .peer_info()
+                .map(|info| info.capabilities.clone())
+                .unwrap_or_default();
+            answerable(&capabilities, &question)?;
+            let method = method_of(&question);
+            let request = match question {
+                InputRequest::CreateMessage(request) => {
+                    ServerRequest::CreateMessageRequest(request)
+                }
+                InputRequest::Elicitation(request) => ServerRequest::ElicitRequest(request),
+                InputRequest::ListRoots(request) => ServerRequest::ListRootsRequest(request),
+                _ => return Err("Runbyte cannot relay this kind of request".to_owned()),
+            };
+            let answer = peer
+                .send_request(request)
+                .await
+                .map_err(|error| format!("the client did not answer `{method}`: {error}"))?;
+            serde_json::to_value(answer).map_err(|error| error.to_string())
+        })
+    }
+}
+
+/// What an execution run for a 2026-07-28 client tells the request waiting on it.
+pub enum Event<T> {
+    /// A question, where its answer goes, and (when it can resume anywhere) its replay point.
+    Asked {
+        question: Box<Question>,
+        answer: oneshot::Sender<Result<Value, String>>,
+        point: Option<Box<Point>>,
+    },
+    /// The execution ended with this.
+    Done(T),
+}
+
+/// Asks a 2026-07-28 client: the question goes to whichever request is waiting on the
+/// execution, which ends with `input_required`.
+pub struct RoundTrip<T> {
+    capabilities: ClientCapabilities,
+    events: mpsc::Sender<Event<T>>,
+}
+
+impl<T: Send + 'static> RoundTrip<T> {
+    /// An asker for an execution whose client declared `capabilities`, and the receiving end
+    /// of its events.
+    pub fn new(capabilities: ClientCapabilities) -> (Self, mpsc::Receiver<Event<T>>) {
+        let (events, receiver) = mpsc::channel(4);
+        (
+            RoundTrip {
+                capabilities,
+                events,
+            },
+            receiver,
+        )
+    }
+
+    /// The sender the execution reports its end on.
+    pub fn done_sender(&self) -> mpsc::Sender<Event<T>> {
+        self.events.clone()
+    }
+}
+
+impl<T: Send + 'static> RoundTrip<T> {
+    fn send(
+        &self,
+        question: Question,
+        point: Option<Point>,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let (capabilities, events) = (self.capabilities.clone(), self.events.clone());
+        Box::pin(async move {
+            answerable(&capabilities, &question)?;
+            let (answer, answered) = oneshot::channel();
+            events
+                .send(Event::Asked {
+                    question: Box::new(question),
+                    answer,
+                    point: point.map(Box::new),
+                })
+                .await
+                .map_err(|_| "the client's request has ended".to_owned())?;
+            answered
+                .await
+                .map_err(|_| "the client did not come back with an answer".to_owned())?
+        })
+    }
+}
+
+impl<T: Send + 'static> Asker for RoundTrip<T> {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
+        self.send(question, None)
+    }
+
+    fn ask_at(
+        &self,
+        question: Question,
+        point: Point,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        self.send(question, Some(point))
+    }
+}
+
+/// The executions a downstream connection's calls are making, for the questions its server
+/// sends during them (2025-11-25 and earlier).
+#[derive(Default, Clone)]
+pub struct Callers {
+    calls: Arc<Mutex<Vec<Arc<Caller>>>>,
+}
+
+/// One call in flight: its execution's asker, and whether a question was refused.
+pub struct Caller {
+    asker: Option<Arc<dyn Asker>>,
+    refused: Mutex<Option<String>>,
+}
+
+impl Caller {
+    /// Why a question during this call could not be asked, if one could not.
+    pub fn refused(&self) -> Option<String> {
+        self.refused.lock().ok().and_then(|refused| refused.clone())
+    }
+}
+
+/// A call's place in [`Callers`], left when dropped.
+pub struct InFlight {
+    callers: Callers,
+    caller: Arc<Caller>,
+}
+
+impl InFlight {
+    /// The call.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut calls) = self.callers.calls.lock() {
+            calls.retain(|caller| !Arc::ptr_eq(caller, &self.caller));
+        }
+    }
+}
+
+impl Callers {
+    /// Registers a call for as long as the guard lives.
+    pub fn enter(&self, asker: Option<Arc<dyn Asker>>) -> InFlight {
+        let caller = Arc::new(Caller {
+            asker,
+            refused: Mutex::new(None),
+        });
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push(caller.clone());
+        }
+        InFlight {
+            callers: self.clone(),
+            caller,
+        }
+    }
+
+    /// Asks the execution whose call is in flight. With calls of several executions in flight
+    /// on one connection, which one the server means cannot be told: the question is refused.
+    pub async fn ask(&self, question: Question) -> Result<Value, String> {
+        let method = method_of(&question);
+        let calls: Vec<Arc<Caller>> = self
+            .calls
+            .lock()
+            .map(|calls| calls.clone())
+            .unwrap_or_default();
+        let Some(first) = calls.first() else {
+            return Err(format!(
+                "`{method}` arrived while no call from a program was in flight; Runbyte relays \
+                 questions only during a call"
+            ));
+        };
+        let same = |a: &Option<Arc<dyn Asker>>, b: &Option<Arc<dyn Asker>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if calls.iter().any(|call| !same(&call.asker, &first.asker)) {
+            let why = format!(
+                "`{method}` arrived while calls of several executions were in flight on this \
+                 connection, so Runbyte cannot tell whose user to ask (set share = \"session\" \
+                 for this server)"
+            );
+            for call in &calls {
+                call.refuse(&why);
+            }
+            return Err(why);
+        }
+        let Some(asker) = first.asker.clone() else {
+            let why = format!("`{method}` cannot be relayed: this execution has no client to ask");
+            first.refuse(&why);
+            return Err(why);
+        };
+        asker.ask(question).await.inspect_err(|why| {
+            for call in &calls {
+                call.refuse(why);
+            }
+        })
+    }
+}
+
+impl Caller {
+    fn refuse(&self, why: &str) {
+        if let Ok(mut refused) = self.refused.lock() {
+            refused.get_or_insert_with(|| why.to_owned());
+        }
+    }
+}
+
+/// Answers every question without a person: a form with the defaults of its schema (or a
+/// plain value of each property's type), a sampling request with a fixed text, `roots/list`
+/// with no roots. For `runbyte probe`, which exercises a server's tools unattended.
+pub struct Unattended;
+
+impl Unattended {
+    /// A value for a property of an elicitation schema: its default, its first choice, or a
+    /// plain value of its type.
+    fn value_for(property: &Value) -> Value {
+        if let Some(default) = property.get("default") {
+            return default.clone();
+        }
+        if let Some(first) = property
+            .get("enum")
+            .and_then(Value::as_array)
+            .and_then(|choices| choices.first())
+        {
+            return first.clone();
+        }
+        match property.get("type").and_then(Value::as_str) {
+            Some("boolean") => json!(true),
+            Some("integer" | "number") => json!(1),
+            Some("array") => json!([]),
+            Some("object") => json!({}),
+            _ => json!("x"),
+        }
+    }
+}
+
+impl Asker for Unattended {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
+        let answer = match &question {
+            InputRequest::Elicitation(request) => {
+                let params = serde_json::to_value(&request.params).unwrap_or_default();
+                let content: serde_json::Map<String, Value> = params
+                    .pointer("/requestedSchema/properties")
+                    .and_then(Value::as_object)
+                    .map(|properties| {
+                        properties
+                            .iter()
+                            .map(|(name, property)| (name.clone(), Self::value_for(property)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Ok(json!({"action": "accept", "content": content}))
+            }
+            InputRequest::CreateMessage(_) => Ok(json!({
+                "role": "assistant",
+                "content": {"type": "text", "text": "ok"},
+                "model": "runbyte-probe",
+                "stopReason": "endTurn",
+            })),
+            InputRequest::ListRoots(_) => Ok(json!({"roots": []})),
+            _ => Err("Runbyte cannot answer this kind of request".to_owned()),
+        };
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn elicit(message: &str) -> Question {
+        approval(message, "s", "t", &json!({"a": 1}))
+    }
+
+    fn waiting(point: Option<Point>) -> Waiting<u32> {
+        let (answer, _answered) = oneshot::channel();
+        let (_events_tx, events) = mpsc::channel(1);
+        Waiting::new(elicit("q"), answer, events, CancellationToken::new(), point)
+    }
+
+    fn here(resumed: Result<Resumed<u32>, ResumeError>) -> String {
+        match resumed {
+            Ok(Resumed::Here { key, .. }) => key,
+            Ok(Resumed::Replay(_)) => panic!("replayed"),
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_paused_execution_is_found_by_its_state_and_only_once() {
+        let paused: Paused<u32> = Paused::new(Duration::from_secs(60), None, None).unwrap();
+        let state = paused
+            .pause("k1".to_owned(), waiting(None), "code")
+            .await
+            .unwrap();
+        // Altered by one character: refused by name.
+        let mut altered = state.clone().into_bytes();
+        let last = altered.len() - 1;
+        altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
+        let error = paused
+            .resume(std::str::from_utf8(&altered).unwrap(), "code", true)
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("not issued by this Runbyte"), "{error}");
+        // Bound to its program: another program's retry cannot use it.
+        assert!(paused.resume(&state, "other code", true).await.is_err());
+        // Another process's key: refused too.
+        let other: Paused<u32> = Paused::new(Duration::from_secs(60), None, None).unwrap();
+        assert!(other.resume(&state, "code", true).await.is_err());
+        assert_eq!(here(paused.resume(&state, "code", true).await), "k1");
+        let error = paused.resume(&state, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("has ended"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn another_replica_replays_a_journal_once_and_refuses_a_state_without_one() {
+        let secret = b"a shared key of thirty-two bytes!".to_vec();
+        let (one, two): (Paused<u32>, Paused<u32>) = (
+            Paused::new(Duration::from_secs(60), Some(secret.clone()), None).unwrap(),
+            Paused::new(Duration::from_secs(60), Some(secret), None).unwrap(),
+        );
+        let without = one
+            .pause("k2".to_owned(), waiting(None), "code")
+            .await
+            .unwrap();
+        let error = two.resume(&without, "code", true).await.err().unwrap();
+        assert!(
+            error.to_string().contains("another Runbyte process"),
+            "{error}"
+        );
+        let point = Point {
+            recorded: [(
+                0,
+                Recorded {
+                    server: "s".into(),
+                    tool: "t".into(),
+                    arguments: json!({}),
+                    result: Ok(json!(1)),
+                },
+            )]
+            .into_iter()
+            .collect(),
+            index: 1,
+            origin: Origin::Approval,
+            seed: 7,
+            observed: Default::default(),
+        };
+        let with = one
+            .pause("k3".to_owned(), waiting(Some(point.clone())), "code")
+            .await
+            .unwrap();
+        match two.resume(&with, "code", true).await {
+            Ok(Resumed::Replay(replayed)) => assert_eq!(*replayed, point),
+            _ => panic!("not replayed"),
+        }
+        let error = two.resume(&with, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("already used"), "{error}");
+        // Where it paused, it resumes in memory: without a store, once per process.
+        assert_eq!(here(one.resume(&with, "code", true).await), "k3");
+    }
+
+    #[tokio::test]
+    async fn a_question_during_calls_of_two_executions_is_refused() {
+        let callers = Callers::default();
+        let one: Arc<dyn Asker> = Arc::new(Unattended);
+        let two: Arc<dyn Asker> = Arc::new(Unattended);
+        let first = callers.enter(Some(one.clone()));
+        let answer = callers.ask(elicit("alone")).await.unwrap();
+        assert_eq!(answer["action"], "accept");
+        assert_eq!(answer["content"]["approve"], true);
+        let second = callers.enter(Some(two));
+        let error = callers.ask(elicit("which?")).await.unwrap_err();
+        assert!(error.contains("several executions"), "{error}");
+        assert!(first.caller().refused().is_some());
+        assert!(second.caller().refused().is_some());
+        drop((first, second));
+        let error = callers.ask(elicit("nobody")).await.unwrap_err();
+        assert!(error.contains("no call"), "{error}");
+    }
+
+    #[test]
+    fn approval_shows_the_call_and_reads_the_answer() {
+        let question = approval("Allow?", "github", "delete_repo", &json!({"name": "x"}));
+        let text = serde_json::to_value(&question).unwrap().to_string();
+        assert!(
+            text.contains("github/delete_repo") && text.contains(r#"{\"name\":\"x\"}"#),
+            "{text}"
+        );
+        assert!(approved(
+            &json!({"action": "accept", "content": {"approve": true}})
+        ));
+        assert!(!approved(
+            &json!({"action": "accept", "content": {"approve": false}})
+        ));
+        assert!(!approved(&json!({"action": "decline"})));
+    }
+}
