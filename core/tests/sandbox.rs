@@ -1672,3 +1672,32 @@ async fn a_run_records_a_bounded_number_of_observations() {
     assert!(observed.overflow, "{}", observed.len());
     assert!(observed.clock.is_empty());
 }
+
+/// `Date` is wrapped on first use: before that it can be replaced or inspected like any global.
+#[tokio::test]
+async fn date_behaves_as_the_built_in_whenever_it_is_first_touched() {
+    let harness = Harness::new();
+    for isolation in BOTH {
+        let replaced = harness
+            .run(
+                "(globalThis as any).Date = 5;\nexport default Date;",
+                isolation,
+            )
+            .await;
+        assert_eq!(replaced.result, Ok(json!(5)), "{isolation:?}");
+        let inspected = harness
+            .run(
+                "const d = Object.getOwnPropertyDescriptor(globalThis, 'Date')!;\n\
+                 export default [typeof Date, d === undefined, Date.name, Date.length,\n\
+                   Object.keys(globalThis).includes('Date'), new Date(86400000).getUTCDate(),\n\
+                   Date.now() > 1.7e12];",
+                isolation,
+            )
+            .await;
+        assert_eq!(
+            inspected.result,
+            Ok(json!(["function", false, "Date", 7, false, 2, true])),
+            "{isolation:?}"
+        );
+    }
+}

@@ -23,7 +23,9 @@ pub(super) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     let date_to_iso: Function = prototype("Date")?.get("toISOString")?;
     let map_for_each: Function = prototype("Map")?.get("forEach")?;
     let set_for_each: Function = prototype("Set")?.get("forEach")?;
+    let date: Function = globals.get("Date")?;
     shared.js.borrow_mut().originals = Some(Originals {
+        date: Persistent::save(ctx, date),
         date_to_iso: Persistent::save(ctx, date_to_iso),
         map_for_each: Persistent::save(ctx, map_for_each),
         set_for_each: Persistent::save(ctx, set_for_each),

@@ -200,6 +200,8 @@ type Timer = (
 /// Built-ins captured before the program runs, so that patching them changes nothing the host
 /// reads.
 struct Originals {
+    /// The engine's own `Date`, which [`nondet`] wraps on first use.
+    date: Persistent<Function<'static>>,
     date_to_iso: Persistent<Function<'static>>,
     map_for_each: Persistent<Function<'static>>,
     set_for_each: Persistent<Function<'static>>,
@@ -251,6 +253,11 @@ impl Shared {
                 .borrow()
                 .send(FromEngine::Dropped { bytes: dropped });
         }
+    }
+
+    fn original_date<'js>(&self, ctx: &Ctx<'js>) -> Option<Function<'js>> {
+        let js = self.js.borrow();
+        js.originals.as_ref()?.date.clone().restore(ctx).ok()
     }
 
     fn originals<'js>(

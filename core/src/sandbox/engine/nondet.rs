@@ -10,7 +10,10 @@
 
 use std::{collections::VecDeque, rc::Rc};
 
-use rquickjs::{Ctx, Function, Object};
+use rquickjs::{
+    Ctx, Exception, Function, Object, Value,
+    object::{Accessor, Property},
+};
 
 use super::Shared;
 use crate::sandbox::{Determinism, MAX_OBSERVED, Observed, Turn};
@@ -112,12 +115,14 @@ impl Nondet {
     }
 }
 
-/// Replaces `Date`'s clock readings and `Math.random`, before any of the program's code runs.
+/// Replaces `Math.random`, and `Date` on its first use (most programs never touch it, and
+/// wrapping it costs a parse), before any of the program's code runs.
 pub(super) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
-    let clock = shared.clone();
-    let now = Function::new(ctx.clone(), move || clock.nondet.borrow_mut().now())?;
-    let wrap: Function = ctx.eval(DATE_PRELUDE)?;
-    wrap.call::<_, ()>((now,))?;
+    let wrapper = shared.clone();
+    let get = move |ctx: Ctx<'js>| -> rquickjs::Result<Value<'js>> { wrap_date(&ctx, &wrapper) };
+    let set = move |ctx: Ctx<'js>, value: Value<'js>| define_date(&ctx, value);
+    ctx.globals()
+        .prop("Date", Accessor::new(get, set).configurable())?;
     let generator = shared.clone();
     let random = Function::new(ctx.clone(), move || generator.nondet.borrow_mut().random())?
         .with_name("random")?;
@@ -125,6 +130,26 @@ pub(super) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
         .get::<_, Object>("Math")?
         .set("random", random)?;
     Ok(())
+}
+
+/// Puts the wrapped `Date` in place of the accessor, and returns it.
+fn wrap_date<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Value<'js>> {
+    let original = shared
+        .original_date(ctx)
+        .ok_or_else(|| Exception::throw_internal(ctx, "the engine's Date is gone"))?;
+    // The prelude reads `globalThis.Date`: the original, as a plain property again.
+    define_date(ctx, original.into_value())?;
+    let clock = shared.clone();
+    let now = Function::new(ctx.clone(), move || clock.nondet.borrow_mut().now())?;
+    let wrap: Function = ctx.eval(DATE_PRELUDE)?;
+    wrap.call::<_, ()>((now,))?;
+    ctx.globals().get("Date")
+}
+
+/// `globalThis.Date = value`, as the built-in property is (writable, configurable, hidden).
+fn define_date<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> rquickjs::Result<()> {
+    ctx.globals()
+        .prop("Date", Property::from(value).writable().configurable())
 }
 
 /// A `Date` whose clock readings go through `now`; the original's prototype, statics and
