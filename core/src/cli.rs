@@ -475,6 +475,11 @@ async fn check(config: Config) -> ExitCode {
 }
 
 async fn tools(config: Config, only: Option<String>) -> ExitCode {
+    let direct = config.direct_servers();
+    let exposure: Vec<(String, crate::config::Expose)> = config
+        .enabled_servers()
+        .map(|(name, _)| (name.clone(), config.exposure(name)))
+        .collect();
     let runtime = Gateway::hub_only(config);
     if let Some(server) = &only
         && !runtime.hub.server_names().contains(server)
@@ -502,6 +507,16 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
                 println!("{} (FAILED: {error})", view.name);
             }
             Status::Starting => println!("{} (starting)", view.name),
+        }
+        let in_code = exposure
+            .iter()
+            .any(|(name, expose)| *name == view.name && expose.in_code());
+        match direct.iter().find(|(name, _)| *name == view.name) {
+            Some((_, prefix)) if in_code => {
+                println!("  exposed: to programs, and to clients directly as `{prefix}<tool>`")
+            }
+            Some((_, prefix)) => println!("  exposed: to clients directly as `{prefix}<tool>`"),
+            None => {}
         }
         for warning in view.warnings.iter() {
             println!("  warning: {warning}");

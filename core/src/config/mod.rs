@@ -507,6 +507,33 @@ impl Config {
                 return Err(error("a server name must be non-empty and contain no `/`"));
             }
         }
+        // Directly exposed tools share Runbyte's own `tools/list`: each server's prefix must
+        // keep its names apart from Runbyte's tools and from every other server's.
+        let direct = self.direct_servers();
+        for (name, prefix) in &direct {
+            let key = format!("servers.{}.direct-prefix", locate::key_segment(name));
+            if prefix.is_empty() {
+                return Err(locator.error_at_key(
+                    &key,
+                    "must not be empty: the tools would mix with Runbyte's own and other \
+                     servers' in tools/list"
+                        .to_owned(),
+                ));
+            }
+            if let Some((other, other_prefix)) = direct.iter().find(|(other, other_prefix)| {
+                other != name
+                    && (other_prefix.starts_with(prefix.as_str())
+                        || prefix.starts_with(other_prefix.as_str()))
+            }) {
+                return Err(locator.error_at_key(
+                    &key,
+                    format!(
+                        "`{prefix}` overlaps server `{other}`'s direct prefix `{other_prefix}`: \
+                         a tool name could mean either server"
+                    ),
+                ));
+            }
+        }
         if let Some(url) = &self.server.state_store {
             let error = |message: String| locator.error_at_key("server.state-store", message);
             crate::state_store::check_url(url).map_err(error)?;

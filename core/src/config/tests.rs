@@ -238,3 +238,37 @@ fn a_state_store_is_a_redis_url_beside_a_shared_key() {
     assert_eq!(e.key.as_deref(), Some("server.state-store"));
     assert!(e.message.contains("needs `state-key-file`"), "{e}");
 }
+
+#[test]
+fn directly_exposed_servers_need_prefixes_that_keep_their_tools_apart() {
+    use super::Expose;
+
+    let config = parse(
+        "[server]\nexpose = \"both\"\n[servers.a]\ncommand = \"x\"\n\
+         [servers.b]\ncommand = \"x\"\nexpose = \"code\"\n\
+         [servers.c]\ncommand = \"x\"\nexpose = \"direct\"\ndirect-prefix = \"c.\"\n",
+    )
+    .unwrap();
+    assert_eq!(config.exposure("a"), Expose::Both);
+    assert_eq!(config.exposure("b"), Expose::Code);
+    assert_eq!(
+        config.direct_servers(),
+        [
+            ("a".to_owned(), "a_".to_owned()),
+            ("c".to_owned(), "c.".to_owned())
+        ]
+    );
+    let e = error(
+        "[servers.a]\ncommand = \"x\"\nexpose = \"direct\"\n\
+         [servers.a_b]\ncommand = \"x\"\nexpose = \"direct\"\n",
+    );
+    assert!(
+        e.message.contains("overlaps server") && e.message.contains("a_"),
+        "{e}"
+    );
+    let e = error("[servers.a]\ncommand = \"x\"\nexpose = \"direct\"\ndirect-prefix = \"\"\n");
+    assert_eq!(e.key.as_deref(), Some("servers.a.direct-prefix"));
+    assert!(e.message.contains("must not be empty"), "{e}");
+    // A server exposed to programs only needs no prefix.
+    parse("[servers.a]\ncommand = \"x\"\ndirect-prefix = \"\"\n").unwrap();
+}
