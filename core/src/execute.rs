@@ -31,6 +31,22 @@ pub struct Prepared {
     pub bridge: Arc<HubBridge>,
 }
 
+/// The policies' limits for one execution (or direct call) of `session`, and the calls each
+/// policy judges in it.
+async fn session_limits(
+    runtime: &crate::gateway::Gateway,
+    session: &str,
+    listener: Option<&str>,
+) -> Result<(Limits, Vec<crate::policy::Judge>), String> {
+    let context = LimitsContext {
+        session: session.to_owned(),
+        listener: listener.map(str::to_owned),
+    };
+    crate::policy::limits(&runtime.policies, &context)
+        .await
+        .map_err(|message| format!("the sandbox policy failed: {message}"))
+}
+
 /// Sets up one execution of `session`: the policies' limits and a bridge.
 /// `listener` is the transport the session came through (`None` for `runbyte exec`).
 /// `asker` answers what a tool or a policy asks of the user (`None`: nobody can).
@@ -41,13 +57,7 @@ pub async fn prepare(
     asker: Option<Arc<dyn crate::relay::Asker>>,
     resumable: Resumable,
 ) -> Result<Prepared, String> {
-    let context = LimitsContext {
-        session: session.to_owned(),
-        listener: listener.map(str::to_owned),
-    };
-    let (limits, judges) = crate::policy::limits(&runtime.policies, &context)
-        .await
-        .map_err(|message| format!("the sandbox policy failed: {message}"))?;
+    let (limits, judges) = session_limits(runtime, session, listener).await?;
     let id = execution_id();
     let bridge = Arc::new(
         HubBridge::new(
@@ -166,13 +176,7 @@ pub async fn direct(
 
     use runbyte_plugin_api::wire;
 
-    let context = LimitsContext {
-        session: session.to_owned(),
-        listener: listener.map(str::to_owned),
-    };
-    let (limits, judges) = crate::policy::limits(&runtime.policies, &context)
-        .await
-        .map_err(|message| format!("the sandbox policy failed: {message}"))?;
+    let (limits, judges) = session_limits(runtime, session, listener).await?;
     let execution = execution_id();
     let started = std::time::Instant::now();
     let result = async {
