@@ -26,6 +26,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long after a failed connection attempt operations fail at once instead of trying again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The most of a kept journal that is read back: a store that holds more under a token (it was
+/// not written by a replica: the recorder stops at 256 KiB of JSON) cannot make a replica read
+/// more than this into memory.
+pub const MAX_KEPT_JOURNAL: usize = 8 << 20;
 /// Where journals are kept, by random token.
 const JOURNAL_PREFIX: &str = "runbyte:journal:";
 /// Where "replayed" claims are made, by `<replica>|<key>` of the state.
@@ -160,10 +164,20 @@ impl StateStore {
     }
 
     /// What [`StateStore::put`] kept under `token`; `None` once it expired or was deleted.
+    /// At most [`MAX_KEPT_JOURNAL`] bytes are read (`GETRANGE`); more is an error.
     pub async fn get(&self, token: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let mut command = redis::cmd("GET");
-        command.arg(format!("{JOURNAL_PREFIX}{token}"));
+        let mut command = redis::cmd("GETRANGE");
+        command
+            .arg(format!("{JOURNAL_PREFIX}{token}"))
+            .arg(0)
+            .arg(MAX_KEPT_JOURNAL);
         match self.send("could not read a journal", &command).await? {
+            // A missing key reads as empty; a kept journal never is.
+            Value::BulkString(bytes) if bytes.is_empty() => Ok(None),
+            Value::BulkString(bytes) if bytes.len() > MAX_KEPT_JOURNAL => Err(self.error(
+                "could not read a journal",
+                format!("it holds more than {MAX_KEPT_JOURNAL} bytes, which no replica writes"),
+            )),
             Value::BulkString(bytes) => Ok(Some(bytes)),
             Value::Nil => Ok(None),
             other => Err(self.unexpected("could not read a journal", &other)),
@@ -354,10 +368,14 @@ fn memory_answer(
             map.insert(args[1].clone(), args[2].clone());
             Value::Okay
         }
-        Some(b"GET") => map
-            .get(&args[1])
-            .cloned()
-            .map_or(Value::Nil, Value::BulkString),
+        Some(b"GETRANGE") => {
+            let end = std::str::from_utf8(&args[3])
+                .ok()
+                .and_then(|end| end.parse::<usize>().ok())
+                .unwrap_or(0);
+            let kept = map.get(&args[1]).cloned().unwrap_or_default();
+            Value::BulkString(kept[..kept.len().min(end + 1)].to_vec())
+        }
         Some(b"DEL") => Value::Int(i64::from(map.remove(&args[1]).is_some())),
         Some(b"EXISTS") => Value::Int(i64::from(map.contains_key(&args[1]))),
         _ => Value::SimpleString("PONG".to_owned()),
@@ -417,5 +435,22 @@ mod tests {
         assert!(!store.claim("r|k", Duration::from_secs(5)).await.unwrap());
         assert!(store.claimed("r|k").await.unwrap());
         store.ping().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_kept_journal_is_read_back_whole_and_an_oversized_one_is_refused() {
+        let store = StateStore::memory();
+        let ttl = Duration::from_secs(60);
+        let token = store.put(b"sealed", ttl).await.unwrap();
+        assert_eq!(
+            store.get(&token).await.unwrap().as_deref(),
+            Some(&b"sealed"[..])
+        );
+        assert_eq!(store.get("no-such-token").await.unwrap(), None);
+        // What no replica writes (a store written by someone else): refused, not read whole.
+        let huge = vec![7u8; MAX_KEPT_JOURNAL + 100];
+        let token = store.put(&huge, ttl).await.unwrap();
+        let error = store.get(&token).await.unwrap_err().to_string();
+        assert!(error.contains("more than 8388608 bytes"), "{error}");
     }
 }

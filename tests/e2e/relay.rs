@@ -247,26 +247,44 @@ fn text_of(answer: &Value) -> String {
         .to_owned()
 }
 
+/// Two replicas sharing the state key, each with `extra` in its configuration.
+fn replicas(extra: &str) -> (Stdio2026, Stdio2026) {
+    (
+        Stdio2026::start(&replica_config(extra)),
+        Stdio2026::start(&replica_config(extra)),
+    )
+}
+
+impl Stdio2026 {
+    /// Runs `program`, which must stop at a question: the answer, and its `requestState`.
+    fn ask(&mut self, id: u64, program: &str) -> (Value, String) {
+        let asked = self.call(id, json!({"code": program}), json!({}));
+        assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+        let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+        (asked, state)
+    }
+
+    /// The retry of `program` with `state` and the user's `content` as an accepted answer.
+    fn answer(&mut self, id: u64, program: &str, state: &str, content: Value) -> Value {
+        let answer = json!({"runbyte_input": {"action": "accept", "content": content}});
+        self.call(
+            id,
+            json!({"code": program}),
+            json!({"inputResponses": answer, "requestState": state}),
+        )
+    }
+}
+
 #[test]
 fn a_paused_execution_resumes_on_another_replica_by_replay_without_calling_twice() {
     let program = "import { change_tools, ask } from './servers/t';\n\
                    const changed = await change_tools({});\n\
                    const answer = await ask({ message: 'favourite colour?' });\n\
                    export default { changed, answer };";
-    let (mut first, mut second) = (
-        Stdio2026::start(&replica_config("")),
-        Stdio2026::start(&replica_config("")),
-    );
-    let asked = first.call(1, json!({"code": program}), json!({}));
-    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
-    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
-    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "teal"}}});
+    let (mut first, mut second) = replicas("");
+    let (_, state) = first.ask(1, program);
     // The retry reaches the other replica, as a round-robin balancer may send it.
-    let done = second.call(
-        2,
-        json!({"code": program}),
-        json!({"inputResponses": answer, "requestState": state}),
-    );
+    let done = second.answer(2, program, &state, json!({"answer": "teal"}));
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     let text = text_of(&done);
     assert!(
@@ -281,11 +299,7 @@ fn a_paused_execution_resumes_on_another_replica_by_replay_without_calling_twice
     );
     assert!(first.list(11, "/servers/t").contains("added_1"));
     // The same answer again, on the same replica: refused, never a second run.
-    let again = second.call(
-        12,
-        json!({"code": program}),
-        json!({"inputResponses": answer, "requestState": state}),
-    );
+    let again = second.answer(12, program, &state, json!({"answer": "teal"}));
     assert_eq!(again["error"]["code"], -32602, "{again}");
 }
 
@@ -303,20 +317,10 @@ fn a_program_that_reads_the_clock_and_randomness_resumes_on_another_replica() {
                    await echo({ message });\n\
                    const answer = await ask({ message: 'now?' });\n\
                    export default { message, answer };";
-    let (mut first, mut second) = (
-        Stdio2026::start(&replica_config("")),
-        Stdio2026::start(&replica_config("")),
-    );
-    let asked = first.call(1, json!({"code": program}), json!({}));
-    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
-    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let (mut first, mut second) = replicas("");
+    let (_, state) = first.ask(1, program);
     std::thread::sleep(Duration::from_millis(5));
-    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "x"}}});
-    let done = second.call(
-        2,
-        json!({"code": program}),
-        json!({"inputResponses": answer, "requestState": state}),
-    );
+    let done = second.answer(2, program, &state, json!({"answer": "x"}));
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     let text = text_of(&done);
     assert!(
@@ -336,21 +340,11 @@ fn a_call_made_while_a_question_waits_is_held_so_that_a_replay_elsewhere_makes_i
                    };\n\
                    const [answer, changed] = await Promise.all([ask({ message: 'go?' }), later()]);\n\
                    export default { answer, changed };";
-    let (mut first, mut second) = (
-        Stdio2026::start(&replica_config("")),
-        Stdio2026::start(&replica_config("")),
-    );
-    let asked = first.call(1, json!({"code": program}), json!({}));
-    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
-    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let (mut first, mut second) = replicas("");
+    let (_, state) = first.ask(1, program);
     // Time for the held call to have been made, had it not been held.
     std::thread::sleep(Duration::from_millis(500));
-    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "y"}}});
-    let done = second.call(
-        2,
-        json!({"code": program}),
-        json!({"inputResponses": answer, "requestState": state}),
-    );
+    let done = second.answer(2, program, &state, json!({"answer": "y"}));
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert!(text_of(&done).contains("added_1"), "{done}");
     assert!(
@@ -367,10 +361,7 @@ fn a_program_that_diverges_when_replayed_stops_with_a_clear_error() {
     let program = "import * as t from './servers/t';\n\
                    await t.echo({ message: String(Object.keys(t).length) });\n\
                    export default await t.ask({ message: 'now?' });";
-    let (mut first, mut second) = (
-        Stdio2026::start(&replica_config("")),
-        Stdio2026::start(&replica_config("")),
-    );
+    let (mut first, mut second) = replicas("");
     let grow =
         "import { change_tools } from './servers/t';\nexport default await change_tools({});";
     let grown = first.call(1, json!({"code": grow}), json!({}));
@@ -381,14 +372,8 @@ fn a_program_that_diverges_when_replayed_stops_with_a_clear_error() {
         first.list(100 + attempt, "/servers/t").contains("added_1")
     });
     assert!(grew, "the first replica's `t` never listed `added_1`");
-    let asked = first.call(3, json!({"code": program}), json!({}));
-    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
-    let answer = json!({"runbyte_input": {"action": "accept", "content": {"answer": "x"}}});
-    let done = second.call(
-        4,
-        json!({"code": program}),
-        json!({"inputResponses": answer, "requestState": state}),
-    );
+    let (_, state) = first.ask(3, program);
+    let done = second.answer(4, program, &state, json!({"answer": "x"}));
     let text = text_of(&done);
     assert!(
         text.contains("took another path when it was resumed") && text.contains("t/echo"),
@@ -402,24 +387,14 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
         "\n[sandbox]\npolicy = [\"limits\", \"readonly\"]\n[sandbox.readonly]\nask = true\n";
     let program =
         "import { slow } from './servers/t';\nawait slow({ ms: 1 });\nexport default 'approved';";
-    let (mut first, mut second) = (
-        Stdio2026::start(&replica_config(policy)),
-        Stdio2026::start(&replica_config(policy)),
-    );
-    let asked = first.call(1, json!({"code": program}), json!({}));
-    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let (mut first, mut second) = replicas(policy);
+    let (asked, state) = first.ask(1, program);
     let message = asked["result"]["inputRequests"]["runbyte_input"]["params"]["message"]
         .as_str()
         .unwrap()
         .to_owned();
     assert!(message.contains("`t/slow`"), "{message}");
-    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
-    let approve = json!({"runbyte_input": {"action": "accept", "content": {"approve": true}}});
-    let done = second.call(
-        2,
-        json!({"code": program}),
-        json!({"inputResponses": approve, "requestState": state}),
-    );
+    let done = second.answer(2, program, &state, json!({"approve": true}));
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert!(text_of(&done).starts_with("\"approved\""), "{done}");
 }

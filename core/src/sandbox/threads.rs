@@ -60,6 +60,15 @@ pub(crate) fn run(stack: usize, job: Job) -> io::Result<()> {
     }
 }
 
+/// As [`run`], letting go first of idle threads with another stack size, so that at most one
+/// engine stack is kept: a worker process's address space is capped (`RLIMIT_AS`) from what it
+/// had at start, and stacks kept for other sizes would eat into the room of the one running.
+pub(crate) fn run_alone(stack: usize, job: Job) -> io::Result<()> {
+    // Dropping a waiting thread's sender ends its wait: it exits.
+    idle().retain(|waiting| waiting.stack == stack);
+    run(stack, job)
+}
+
 fn spawn(stack: usize, job: Job) -> io::Result<()> {
     thread::Builder::new()
         .name("runbyte-sandbox".to_owned())
@@ -112,10 +121,11 @@ mod tests {
 
     use super::*;
 
+    /// One test, not two: `run_alone` would take a parallel test's idle threads away.
     #[test]
-    fn a_finished_thread_runs_the_next_job() {
-        // A stack size of this test's own: no other test's threads answer.
-        let stack = (3 << 20) + 4096;
+    fn a_finished_thread_runs_the_next_job_and_running_alone_lets_others_go() {
+        // Stack sizes of this test's own: no other test's threads answer.
+        let (stack, other) = ((3 << 20) + 4096, (3 << 20) + 8192);
         let (tx, rx) = mpsc::channel();
         let mut seen = std::collections::HashSet::new();
         for _ in 0..3 {
@@ -134,5 +144,15 @@ mod tests {
             1,
             "one thread served them one after another: {seen:?}"
         );
+        assert!(idle().iter().any(|waiting| waiting.stack == stack));
+        let sender = tx.clone();
+        run_alone(
+            other,
+            Box::new(move || sender.send(thread::current().id()).unwrap()),
+        )
+        .unwrap();
+        let ran_on = rx.recv().unwrap();
+        assert!(!seen.contains(&ran_on));
+        assert!(!idle().iter().any(|waiting| waiting.stack == stack));
     }
 }

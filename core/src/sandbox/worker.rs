@@ -203,7 +203,7 @@ pub fn worker_main() -> ExitCode {
         let cancel = cancel.clone();
         let stack = limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN);
         let (ended, end) = std::sync::mpsc::channel();
-        let started = super::threads::run(
+        let started = super::threads::run_alone(
             stack,
             Box::new(move || {
                 let _ = ended.send(engine::run(
