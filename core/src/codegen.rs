@@ -145,6 +145,8 @@ impl CodegenDriver {
         loop {
             match events.recv().await {
                 Ok(HubEvent::ToolsChanged { server }) => self.regenerate(&[server]).await,
+                // Resources and prompts are not part of the VFS.
+                Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                     self.rebuild_all().await
                 }
@@ -316,15 +318,34 @@ impl CodegenDriver {
         let request = CodegenRequest::<Value>::Root(RootRequest { servers });
         match self.call_dialect(&request).await {
             Ok(response) => {
-                self.learn_extension(&response, "index.");
-                response
+                let extension = self.learn_extension(&response, "index.");
+                let mut files: Vec<(String, Arc<File>)> = response
                     .files
                     .into_iter()
                     .filter(|file| {
                         !file.path.contains('/') && file.path != ".." && file.path != "."
                     })
                     .map(|file| (format!("/servers/{}", file.path), File::new(file.content)))
-                    .collect()
+                    .collect();
+                // A server whose folder is `resources` keeps `./servers/resources` for itself.
+                if self
+                    .folders
+                    .values()
+                    .any(|folder| folder == RESOURCES_MODULE)
+                {
+                    tracing::warn!(
+                        "a server's folder is `{RESOURCES_MODULE}`: programs read resources \
+                         with callTool(server, \"{}\", {{uri}}) instead of \
+                         ./servers/{RESOURCES_MODULE}",
+                        crate::hub::READ_RESOURCE
+                    );
+                } else {
+                    files.push((
+                        format!("/servers/{RESOURCES_MODULE}.{extension}"),
+                        File::new(resources_module(extension == "ts")),
+                    ));
+                }
+                files
             }
             Err(error) => {
                 tracing::warn!(dialect = %self.dialect.info().name, "codegen of /servers/index failed: {error}");
@@ -332,6 +353,31 @@ impl CodegenDriver {
             }
         }
     }
+}
+
+/// The module that reads the downstream servers' resources: `/servers/resources.<ext>`.
+const RESOURCES_MODULE: &str = "resources";
+
+/// The source of `/servers/resources.<ext>`, typed for TypeScript or with JSDoc for JavaScript.
+/// Its one function takes Runbyte's resource URIs, the ones `resources/list` gives clients.
+fn resources_module(typescript: bool) -> String {
+    let read = crate::hub::READ_RESOURCE;
+    let (contents, signature, cast) = if typescript {
+        (
+            "export interface ResourceContents {\n  /** Runbyte's URI of what was read. */\n  uri: string;\n  mimeType?: string;\n  /** The contents, for text. */\n  text?: string;\n  /** The contents, base64, for binary data. */\n  blob?: string;\n}\n\n",
+            "export async function readResource(uri: string): Promise<ResourceContents[]>",
+            " as Promise<ResourceContents[]>",
+        )
+    } else {
+        (
+            "/**\n * @typedef {object} ResourceContents\n * @property {string} uri Runbyte's URI of what was read.\n * @property {string} [mimeType]\n * @property {string} [text] The contents, for text.\n * @property {string} [blob] The contents, base64, for binary data.\n */\n\n",
+            "/**\n * @param {string} uri\n * @returns {Promise<ResourceContents[]>}\n */\nexport async function readResource(uri)",
+            "",
+        )
+    };
+    format!(
+        "/**\n * The downstream servers' resources (MCP resources), read from a program.\n * A URI is Runbyte's: runbyte://<server>/<the server's own URI>, as the client's\n * resources/list gives it (a template's, filled in, likewise).\n */\nimport {{ callTool }} from \"runbyte:bridge\";\n\n{contents}/** Reads a resource; throws if the URI names no server or its server cannot read it. */\n{signature} {{\n  const match = /^runbyte:\\/\\/([^/]+)\\//.exec(uri);\n  if (!match) {{\n    throw new Error(`readResource: \\`${{uri}}\\` is not one of Runbyte's resource URIs (runbyte://<server>/<uri>)`);\n  }}\n  return callTool(decodeURIComponent(match[1]), \"{read}\", {{ uri }}){cast};\n}}\n"
+    )
 }
 
 /// The extension of a dialect's modules, as its last answer told it ([`DEFAULT_EXTENSION`]

@@ -133,8 +133,6 @@ impl Gateway {
         })
     }
 
-    /// The executions of 2026-07-28 clients that wait for the user's answer (see
-    /// [`crate::relay`]), made on first use.
     /// The tools of servers exposed directly (`expose = "direct"` or `"both"`), named with their
     /// server's prefix, with their schemas, annotations and output schemas; those of servers not
     /// ready are absent until they are.
@@ -175,6 +173,38 @@ impl Gateway {
         fallback
     }
 
+    /// The prompts of every server that offers them, each named with its server's prefix
+    /// (`direct-prefix`, else `<server>_`).
+    pub async fn prompts(&self) -> Vec<rmcp::model::Prompt> {
+        let prefixes: std::collections::HashMap<String, String> =
+            self.config.prefixes().into_iter().collect();
+        let mut all = Vec::new();
+        for (server, prompts) in self.hub.list_prompts().await {
+            let prefix = prefixes.get(&server).cloned().unwrap_or_default();
+            all.extend(prompts.into_iter().map(|mut prompt| {
+                prompt.name = format!("{prefix}{}", prompt.name);
+                prompt
+            }));
+        }
+        all
+    }
+
+    /// The server and prompt a prompt name given to clients stands for: the server with the
+    /// longest prefix the name starts with (and more after it).
+    pub fn prompt_target(&self, name: &str) -> Option<(String, String)> {
+        self.config
+            .prefixes()
+            .into_iter()
+            .filter_map(|(server, prefix)| {
+                let prompt = name.strip_prefix(prefix.as_str())?;
+                (!prompt.is_empty()).then(|| (prefix.len(), server, prompt.to_owned()))
+            })
+            .max_by_key(|(length, ..)| *length)
+            .map(|(_, server, prompt)| (server, prompt))
+    }
+
+    /// The executions of 2026-07-28 clients that wait for the user's answer (see
+    /// [`crate::relay`]), made on first use.
     pub fn paused(&self) -> Result<&Paused<CallToolResult>, String> {
         self.paused
             .get_or_init(|| Paused::new(PAUSED_KEEP, self.state_key()?, self.state_store()?))

@@ -159,9 +159,11 @@ fn stdio_serves_2026_07_28_requests_without_a_handshake() {
         ]
     );
 
-    // A subscription: acknowledged first, with only what Runbyte delivers (tool changes).
+    // A subscription: acknowledged first, with what Runbyte delivers of what was asked (list
+    // changes; not resources of an unknown server).
     served.send(json!({"jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen",
-        "params": with_meta(json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}}))}));
+        "params": with_meta(json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true,
+            "resourceSubscriptions": ["runbyte://nowhere/x"]}}))}));
     let ack = served.wait_for("the subscription's acknowledgment", |m| {
         m["method"] == "notifications/subscriptions/acknowledged"
     });
@@ -171,7 +173,7 @@ fn stdio_serves_2026_07_28_requests_without_a_handshake() {
     );
     assert_eq!(
         ack["params"]["notifications"],
-        json!({"toolsListChanged": true})
+        json!({"toolsListChanged": true, "promptsListChanged": true})
     );
 
     // A program changes a downstream server's tools: the change arrives on the subscription.

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod catalog;
 mod config;
 mod direct;
 mod downstream;

@@ -321,8 +321,8 @@ pub async fn client(dir: &TempDir) -> rmcp::service::RunningService<rmcp::RoleCl
 }
 
 /// Calls one of Runbyte's tools; its text, and whether it is an error.
-pub async fn call(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+pub async fn call<H: rmcp::service::Service<rmcp::RoleClient>>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, H>,
     tool: &str,
     args: serde_json::Value,
 ) -> (String, bool) {
@@ -338,8 +338,8 @@ pub async fn call(
 }
 
 /// Calls one of Runbyte's tools; the whole result.
-pub async fn call_full(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+pub async fn call_full<H: rmcp::service::Service<rmcp::RoleClient>>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, H>,
     tool: &str,
     args: serde_json::Value,
 ) -> rmcp::model::CallToolResult {

@@ -614,14 +614,23 @@ impl Config {
     pub fn direct_servers(&self) -> Vec<(String, String)> {
         self.enabled_servers()
             .filter(|(name, _)| self.exposure(name).direct())
-            .map(|(name, server)| {
-                let prefix = server
-                    .direct_prefix
-                    .clone()
-                    .unwrap_or_else(|| format!("{name}_"));
-                (name.clone(), prefix)
-            })
+            .map(|(name, server)| (name.clone(), Self::prefix_of(name, server)))
             .collect()
+    }
+
+    /// Every enabled server with the prefix of the names clients see of its things (direct
+    /// tools, prompts): `direct-prefix`, else `<server>_`.
+    pub fn prefixes(&self) -> Vec<(String, String)> {
+        self.enabled_servers()
+            .map(|(name, server)| (name.clone(), Self::prefix_of(name, server)))
+            .collect()
+    }
+
+    fn prefix_of(name: &str, server: &ServerConfig) -> String {
+        server
+            .direct_prefix
+            .clone()
+            .unwrap_or_else(|| format!("{name}_"))
     }
 }
 

@@ -395,10 +395,17 @@ impl HubBridge {
         position: Position,
         call: ToolCall,
     ) -> Result<Value, String> {
-        let spec = hub
-            .tool(&call.server, &call.tool)
-            .await
-            .map_err(|e| e.to_string())?;
+        // A program's `readResource` (./servers/resources): judged as a call of this name.
+        let reads_resource = call.tool == crate::hub::READ_RESOURCE;
+        let spec = if reads_resource {
+            None
+        } else {
+            Some(
+                hub.tool(&call.server, &call.tool)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            )
+        };
         let granted = if !policies
             .iter()
             .any(|judge| judge.judged.covers(&call.server))
@@ -406,8 +413,8 @@ impl HubBridge {
             None
         } else {
             let annotations = spec
-                .annotations
                 .as_ref()
+                .and_then(|spec| spec.annotations.as_ref())
                 .map(|a| Cow::Owned(serde_json::to_value(a).unwrap_or(Value::Null)));
             let asked = wire::Call {
                 server: Cow::Borrowed(&call.server),
@@ -424,6 +431,9 @@ impl HubBridge {
             };
             crate::policy::check_call(&policies, &asked, call.time_left, asker.as_deref()).await?
         };
+        if reads_resource {
+            return Self::read_resource(&hub, session, &call).await;
+        }
         let options = CallOptions {
             session: Some(session.to_owned()),
             timeout: Some(granted.unwrap_or(call.timeout)),
@@ -434,6 +444,33 @@ impl HubBridge {
             .await
             .map_err(|e| e.to_string())?;
         map_result(&call.server, &call.tool, result)
+    }
+}
+
+impl HubBridge {
+    /// Reads a resource for a program: `arguments.uri` is Runbyte's URI, of the call's server.
+    /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`).
+    async fn read_resource(hub: &Hub, session: &str, call: &ToolCall) -> Result<Value, String> {
+        let uri = call
+            .arguments
+            .get("uri")
+            .and_then(Value::as_str)
+            .ok_or("readResource(uri): the URI must be a string")?;
+        match crate::hub::split_uri(uri) {
+            Some((server, _)) if server == call.server => {}
+            _ => {
+                return Err(format!(
+                    "readResource: `{uri}` is not a resource URI of server `{}` \
+                     (runbyte://{}/<uri>)",
+                    call.server, call.server
+                ));
+            }
+        }
+        let result = hub
+            .read_resource(uri, Some(session))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(serde_json::to_value(result.contents).unwrap_or(Value::Null))
     }
 }
 

@@ -13,7 +13,8 @@ use rmcp::{
         CreateMessageRequestParams, CreateMessageResult, CustomResult, ElicitRequest,
         ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, Implementation, InputRequest,
         ListToolsRequest, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        ProtocolVersion, ServerNotification, ServerResult, SubscriptionFilter, Tool,
+        ProtocolVersion, ResourceUpdatedNotificationParam, ServerNotification, ServerResult,
+        SubscriptionFilter, Tool,
     },
     service::{
         ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext,
@@ -51,7 +52,7 @@ pub struct Listed {
 #[derive(Clone)]
 pub(super) struct HubClient {
     server: String,
-    changes: mpsc::UnboundedSender<String>,
+    changes: mpsc::UnboundedSender<Change>,
     /// The calls in flight, whose executions answer what the server asks during them.
     callers: Callers,
 }
@@ -112,7 +113,25 @@ impl ClientHandler for HubClient {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.changes.send(self.server.clone());
+        let _ = self.changes.send(Change::Tools(self.server.clone()));
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changes.send(Change::Resources(self.server.clone()));
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changes.send(Change::Prompts(self.server.clone()));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self
+            .changes
+            .send(Change::ResourceUpdated(self.server.clone(), params.uri));
     }
 
     async fn on_logging_message(
@@ -129,6 +148,19 @@ impl ClientHandler for HubClient {
             _ => tracing::error!(server, "{data}"),
         }
     }
+}
+
+/// What a downstream server said changed, for the Hub to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Change {
+    /// `notifications/tools/list_changed`: its tools are listed again.
+    Tools(String),
+    /// `notifications/resources/list_changed`.
+    Resources(String),
+    /// `notifications/prompts/list_changed`.
+    Prompts(String),
+    /// `notifications/resources/updated` for a resource (the server's own URI).
+    ResourceUpdated(String, String),
 }
 
 /// A live connection to one downstream server.
@@ -160,15 +192,45 @@ impl Connection {
         Some(info.protocol_version.to_string())
     }
 
-    /// Whether the server said it sends `notifications/tools/list_changed`.
-    fn announces_tool_changes(&self) -> bool {
-        self.service.peer().peer_info().is_some_and(|info| {
-            info.capabilities
-                .tools
-                .as_ref()
-                .and_then(|tools| tools.list_changed)
-                == Some(true)
-        })
+    /// The changes the server said it announces (`listChanged` of tools, resources, prompts),
+    /// as the filter a 2026-07-28 `subscriptions/listen` asks for; `None` when it announces none.
+    fn announced_changes(&self) -> Option<SubscriptionFilter> {
+        let info = self.service.peer().peer_info()?;
+        let capabilities = &info.capabilities;
+        let mut filter = SubscriptionFilter::new();
+        let said = |announced: Option<bool>| (announced == Some(true)).then_some(true);
+        filter.tools_list_changed = said(capabilities.tools.as_ref().and_then(|c| c.list_changed));
+        filter.resources_list_changed =
+            said(capabilities.resources.as_ref().and_then(|c| c.list_changed));
+        filter.prompts_list_changed =
+            said(capabilities.prompts.as_ref().and_then(|c| c.list_changed));
+        let any = [
+            filter.tools_list_changed,
+            filter.resources_list_changed,
+            filter.prompts_list_changed,
+        ]
+        .iter()
+        .any(Option::is_some);
+        any.then_some(filter)
+    }
+
+    /// Whether the server offers resources (`true`) and whether it takes `resources/subscribe`.
+    pub(super) fn offers_resources(&self) -> (bool, bool) {
+        let Some(info) = self.service.peer().peer_info() else {
+            return (false, false);
+        };
+        match &info.capabilities.resources {
+            Some(resources) => (true, resources.subscribe == Some(true)),
+            None => (false, false),
+        }
+    }
+
+    /// Whether the server offers prompts.
+    pub(super) fn offers_prompts(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.prompts.is_some())
     }
 
     /// Whether the server is still there.
@@ -233,6 +295,14 @@ impl Connection {
         }
         let mut hidden = Vec::new();
         tools.retain(|tool| match self.filter.hides(&tool.name) {
+            // Programs read resources through this name (see `crate::hub::READ_RESOURCE`).
+            None if tool.name == super::READ_RESOURCE => {
+                hidden.push((
+                    tool.name.to_string(),
+                    "its name is the one programs read resources by".to_owned(),
+                ));
+                false
+            }
             Some(why) => {
                 hidden.push((tool.name.to_string(), why));
                 false
@@ -287,7 +357,7 @@ pub(super) async fn connect(
     transport: TransportPlugin,
     fallback: bool,
     init_timeout: Duration,
-    changes: mpsc::UnboundedSender<String>,
+    changes: mpsc::UnboundedSender<Change>,
     stop: &CancellationToken,
 ) -> Result<Connection, String> {
     let opening = Opening {
@@ -333,7 +403,7 @@ struct Opening<'a> {
     config: &'a ServerConfig,
     fallback: bool,
     init_timeout: Duration,
-    changes: &'a mpsc::UnboundedSender<String>,
+    changes: &'a mpsc::UnboundedSender<Change>,
     stop: &'a CancellationToken,
 }
 
@@ -436,9 +506,17 @@ impl Opening<'_> {
         };
         match listed {
             Ok(Ok(_)) => {
-                if connection.is_stateless() && connection.announces_tool_changes() {
-                    listen_for_tool_changes(&connection, name, self.changes.clone(), init_timeout)
-                        .await;
+                if connection.is_stateless()
+                    && let Some(filter) = connection.announced_changes()
+                {
+                    listen_for_changes(
+                        &connection,
+                        name,
+                        filter,
+                        self.changes.clone(),
+                        init_timeout,
+                    )
+                    .await;
                 }
                 Ok(connection)
             }
@@ -463,22 +541,21 @@ impl Opening<'_> {
 /// The longest wait between two attempts to listen again after a subscription ended.
 const MAX_LISTEN_RETRY: Duration = Duration::from_secs(60);
 
-/// Follows a 2026-07-28 server's `notifications/tools/list_changed` through
-/// `subscriptions/listen` (the legacy revisions send them unasked, to [`HubClient`]) until the
-/// connection ends. The first subscription is acknowledged before this returns, so that no
+/// Follows a 2026-07-28 server's `list_changed` notifications (tools, resources, prompts: those
+/// it announces) through `subscriptions/listen` (the legacy revisions send them unasked, to
+/// [`HubClient`]) until the connection ends. The first subscription is acknowledged before this returns, so that no
 /// change made once the server counts as ready goes unnoticed; one that ends early is opened
 /// again, backing off.
-async fn listen_for_tool_changes(
+async fn listen_for_changes(
     connection: &Connection,
     name: &str,
-    changes: mpsc::UnboundedSender<String>,
+    filter: SubscriptionFilter,
+    changes: mpsc::UnboundedSender<Change>,
     within: Duration,
 ) {
     let peer = connection.service.peer().clone();
     let closed = connection.ended.clone();
     let server = name.to_owned();
-    let mut filter = SubscriptionFilter::new();
-    filter.tools_list_changed = Some(true);
     let first = match tokio::time::timeout(within, peer.listen(filter.clone())).await {
         Ok(Ok(subscription)) => Some(subscription),
         Ok(Err(error)) => {
@@ -504,15 +581,22 @@ async fn listen_for_tool_changes(
                         () = closed.cancelled() => return,
                         next = open.next() => next,
                     };
-                    match next {
+                    let change = match next {
                         Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
-                            wait = Duration::from_secs(1);
-                            if changes.send(server.clone()).is_err() {
-                                return;
-                            }
+                            Change::Tools(server.clone())
                         }
-                        Ok(Some(_)) => {}
+                        Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => {
+                            Change::Resources(server.clone())
+                        }
+                        Ok(Some(ServerNotification::PromptListChangedNotification(_))) => {
+                            Change::Prompts(server.clone())
+                        }
+                        Ok(Some(_)) => continue,
                         Ok(None) | Err(_) => break,
+                    };
+                    wait = Duration::from_secs(1);
+                    if changes.send(change).is_err() {
+                        return;
                     }
                 }
             }

@@ -11,6 +11,7 @@
 //! that server alone, bounded by its init timeout, and a storm of them is coalesced: at most
 //! one re-list runs and one waits per server.
 
+mod catalog;
 mod client;
 mod filter;
 mod transports;
@@ -30,6 +31,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+pub use catalog::{CatalogError, READ_RESOURCE, namespaced_uri, split_uri};
+use client::Change;
 pub use client::{Connection, Listed};
 pub use transports::Transports;
 
@@ -54,6 +57,12 @@ const RELIST_SETTLE: Duration = Duration::from_millis(25);
 pub enum HubEvent {
     /// The server's tool list changed (or it came up, or went down).
     ToolsChanged { server: String },
+    /// The server's resources (or resource templates) changed, or it came up.
+    ResourcesChanged { server: String },
+    /// The server's prompts changed, or it came up.
+    PromptsChanged { server: String },
+    /// A resource someone subscribed to changed; `uri` is Runbyte's (see [`namespaced_uri`]).
+    ResourceUpdated { uri: String },
 }
 
 /// Where a server stands.
@@ -232,7 +241,10 @@ struct Inner {
     transports: Arc<Transports>,
     servers: BTreeMap<String, Arc<Slot>>,
     events: broadcast::Sender<HubEvent>,
-    changes: mpsc::UnboundedSender<String>,
+    changes: mpsc::UnboundedSender<Change>,
+    /// Resources subscribed to downstream (`resources/subscribe`), by server and the server's
+    /// own URI, with how many client subscriptions hold each.
+    subscribed: Mutex<HashMap<(String, String), usize>>,
     /// Cancelled by [`Hub::shutdown`]: connections being opened give up and close.
     stopping: CancellationToken,
 }
@@ -287,21 +299,34 @@ impl Hub {
             })
             .collect();
         let (events, _) = broadcast::channel(256);
-        let (changes, mut changed) = mpsc::unbounded_channel::<String>();
+        let (changes, mut changed) = mpsc::unbounded_channel::<Change>();
         let hub = Hub {
             inner: Arc::new(Inner {
                 transports,
                 servers,
                 events,
                 changes,
+                subscribed: Mutex::default(),
                 stopping: CancellationToken::new(),
             }),
         };
         let weak = Arc::downgrade(&hub.inner);
         tokio::spawn(async move {
-            while let Some(server) = changed.recv().await {
+            while let Some(change) = changed.recv().await {
                 let Some(inner) = weak.upgrade() else { return };
-                Hub { inner }.list_changed(&server);
+                let hub = Hub { inner };
+                let event = match change {
+                    Change::Tools(server) => {
+                        hub.list_changed(&server);
+                        continue;
+                    }
+                    Change::Resources(server) => HubEvent::ResourcesChanged { server },
+                    Change::Prompts(server) => HubEvent::PromptsChanged { server },
+                    Change::ResourceUpdated(server, uri) => HubEvent::ResourceUpdated {
+                        uri: namespaced_uri(&server, &uri),
+                    },
+                };
+                let _ = hub.inner.events.send(event);
             }
         });
         hub
@@ -404,6 +429,7 @@ impl Hub {
                 let _ = self.inner.events.send(HubEvent::ToolsChanged {
                     server: slot.name.clone(),
                 });
+                self.came_up(&slot.name, &connection);
                 Ok(connection)
             }
             Err(error) => {

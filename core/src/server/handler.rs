@@ -4,17 +4,21 @@
 // revision (SEP-2577); legacy sessions (up to 2025-11-25) have it.
 #![allow(deprecated)]
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
         GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
-        InputResponses, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-        PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-        ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-        SubscriptionFilter, Tool,
+        InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+        SubscriptionFilter, Tool, UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext},
 };
@@ -86,6 +90,9 @@ pub struct Session {
     /// The transport whose listener the client came through (`stdio`, `http`).
     listener: Arc<str>,
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// The resources this (legacy) session subscribed to with `resources/subscribe`, by
+    /// Runbyte's URI.
+    subscriptions: Arc<Mutex<HashSet<String>>>,
 }
 
 /// The severity order of MCP log levels, lowest first.
@@ -111,6 +118,32 @@ impl Session {
             session,
             listener,
             log_level: Arc::new(Mutex::new(None)),
+            subscriptions: Arc::default(),
+        }
+    }
+
+    /// Waits for servers still starting, at most [`STARTUP_GRACE`], as the VFS tools do: a
+    /// server about to be ready is listed, one that takes longer delays no one.
+    async fn settle(&self) {
+        let _ = tokio::time::timeout(STARTUP_GRACE, self.gateway.ready()).await;
+    }
+
+    /// Whether the session subscribed to the resource at Runbyte's `uri`.
+    pub fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions
+            .lock()
+            .is_ok_and(|subscribed| subscribed.contains(uri))
+    }
+
+    /// The session ended: its resource subscriptions end with it.
+    pub async fn end(&self) {
+        let uris: Vec<String> = self
+            .subscriptions
+            .lock()
+            .map(|mut subscribed| subscribed.drain().collect())
+            .unwrap_or_default();
+        for uri in uris {
+            let _ = self.gateway.hub.unsubscribe_resource(&uri).await;
         }
     }
 
@@ -483,6 +516,20 @@ const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_millis(500)
 /// How often a running execution tells a client that asked for progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The most resources one `subscriptions/listen` follows.
+const MAX_LISTENED_RESOURCES: usize = 100;
+
+/// A resource or prompt request's failure, as the JSON-RPC error a client gets: -32602 (with
+/// the URI) for what does not exist, -32603 for a server that failed.
+fn catalog_error(error: crate::hub::CatalogError, uri: Option<&str>) -> ErrorData {
+    let code = if error.is_not_found() {
+        ErrorCode::INVALID_PARAMS
+    } else {
+        ErrorCode::INTERNAL_ERROR
+    };
+    ErrorData::new(code, error.to_string(), uri.map(|uri| json!({"uri": uri})))
+}
+
 fn required_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
     args.get(key)
         .and_then(Value::as_str)
@@ -494,15 +541,18 @@ impl ServerHandler for Session {
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         // `listChanged`: the session forwards a downstream server's tool changes, so a client
-        // knows to look at /servers again. Resources and prompts: none of Runbyte's own yet, so
-        // their lists are empty (a client may still ask, in either era).
+        // knows to look at /servers again. Resources and prompts are the downstream servers',
+        // gathered (see `crate::hub::catalog`), with their changes and resource subscriptions.
         let mut info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
                 .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .build(),
         );
         info.server_info = Implementation::new("runbyte", env!("CARGO_PKG_VERSION"));
@@ -510,66 +560,201 @@ impl ServerHandler for Session {
         info
     }
 
-    /// Tool-list changes are what Runbyte has to tell: `subscriptions/listen` (2026-07-28)
-    /// delivers those, as the legacy revisions' unsolicited notifications do.
+    /// List changes of tools, resources and prompts, and updates of resources (by Runbyte's
+    /// URIs, each naming a configured server): `subscriptions/listen` (2026-07-28) delivers
+    /// those, as the legacy revisions' notifications and `resources/subscribe` do.
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
-        accepted.tools_list_changed = requested.tools_list_changed.filter(|wanted| *wanted);
+        let wanted = |asked: Option<bool>| asked.filter(|wanted| *wanted);
+        accepted.tools_list_changed = wanted(requested.tools_list_changed);
+        accepted.resources_list_changed = wanted(requested.resources_list_changed);
+        accepted.prompts_list_changed = wanted(requested.prompts_list_changed);
+        let servers = self.gateway.hub.server_names();
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| {
+                    crate::hub::split_uri(uri).is_some_and(|(server, _)| servers.contains(&server))
+                })
+                .take(MAX_LISTENED_RESOURCES)
+                .cloned()
+                .collect()
+        });
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        use crate::hub::HubEvent;
+        use tokio::sync::broadcast::error::RecvError;
         let mut events = self.gateway.hub.subscribe();
-        loop {
-            tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                event = events.recv() => match event {
-                    Ok(crate::hub::HubEvent::ToolsChanged { .. })
-                    | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        if context.sink().notify_tool_list_changed().await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
-                },
+        let accepted = context.accepted().clone();
+        // The resources listened to are subscribed to downstream while the listen lasts.
+        let mut held = Vec::new();
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            match self.gateway.hub.subscribe_resource(uri).await {
+                Ok(()) => held.push(uri.clone()),
+                Err(error) => tracing::warn!(uri, "cannot follow a resource: {error}"),
             }
         }
+        let on = |flag: Option<bool>| flag == Some(true);
+        let outcome = loop {
+            let event = tokio::select! {
+                () = context.cancelled() => break Ok(()),
+                event = events.recv() => event,
+            };
+            let sink = context.sink();
+            let sent = match event {
+                Ok(HubEvent::ToolsChanged { .. }) | Err(RecvError::Lagged(_))
+                    if on(accepted.tools_list_changed) =>
+                {
+                    sink.notify_tool_list_changed().await
+                }
+                Ok(HubEvent::ResourcesChanged { .. }) if on(accepted.resources_list_changed) => {
+                    sink.notify_resource_list_changed().await
+                }
+                Ok(HubEvent::PromptsChanged { .. }) if on(accepted.prompts_list_changed) => {
+                    sink.notify_prompt_list_changed().await
+                }
+                Ok(HubEvent::ResourceUpdated { uri }) if held.contains(&uri) => {
+                    sink.notify_resource_updated(uri).await
+                }
+                Err(RecvError::Closed) => break Ok(()),
+                Ok(_) | Err(RecvError::Lagged(_)) => Ok(()),
+            };
+            if sent.is_err() {
+                break Ok(());
+            }
+        };
+        for uri in held {
+            let _ = self.gateway.hub.unsubscribe_resource(&uri).await;
+        }
+        outcome
     }
 
-    /// Runbyte serves no resources of its own: every URI is unknown (-32602 with the URI, as
-    /// 2026-07-28 asks; never an empty `contents`).
+    /// The downstream servers' resources, with Runbyte's URIs (`runbyte://<server>/<uri>`).
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.settle().await;
+        Ok(ListResourcesResult::with_all_items(
+            self.gateway.hub.list_resources().await,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.settle().await;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.gateway.hub.list_resource_templates().await,
+        ))
+    }
+
+    /// Reads a resource from the server its URI names. An unknown URI is -32602 with the URI
+    /// (as 2026-07-28 asks; never an empty `contents`); a server's failure is -32603.
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        Err(ErrorData::new(
-            ErrorCode::INVALID_PARAMS,
-            format!(
-                "Resource not found: Runbyte serves no resource `{}`",
-                request.uri
-            ),
-            Some(json!({"uri": request.uri})),
+        match self
+            .gateway
+            .hub
+            .read_resource(&request.uri, Some(&self.session))
+            .await
+        {
+            Ok(result) => Ok(result.into()),
+            Err(error) => Err(catalog_error(error, Some(&request.uri))),
+        }
+    }
+
+    #[allow(deprecated)] // resources/subscribe belongs to the legacy revisions Runbyte serves.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let new = self
+            .subscriptions
+            .lock()
+            .map(|subscribed| !subscribed.contains(&request.uri))
+            .unwrap_or(false);
+        if !new {
+            return Ok(());
+        }
+        self.gateway
+            .hub
+            .subscribe_resource(&request.uri)
+            .await
+            .map_err(|error| catalog_error(error, Some(&request.uri)))?;
+        if let Ok(mut subscribed) = self.subscriptions.lock() {
+            subscribed.insert(request.uri);
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe belongs to the legacy revisions Runbyte serves.
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let held = self
+            .subscriptions
+            .lock()
+            .map(|mut subscribed| subscribed.remove(&request.uri))
+            .unwrap_or(false);
+        if held {
+            let _ = self.gateway.hub.unsubscribe_resource(&request.uri).await;
+        }
+        Ok(())
+    }
+
+    /// The downstream servers' prompts, each named with its server's prefix.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.settle().await;
+        Ok(ListPromptsResult::with_all_items(
+            self.gateway.prompts().await,
         ))
     }
 
-    /// Runbyte serves no prompts of its own.
     async fn get_prompt(
         &self,
-        request: GetPromptRequestParams,
+        mut request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        Err(ErrorData::new(
-            ErrorCode::INVALID_PARAMS,
-            format!(
-                "unknown prompt `{}`: Runbyte serves no prompts",
-                request.name
-            ),
-            None,
-        ))
+        let Some((server, prompt)) = self.gateway.prompt_target(&request.name) else {
+            return Err(ErrorData::new(
+                ErrorCode::INVALID_PARAMS,
+                format!(
+                    "unknown prompt `{}`: prompts are named `<server>_<prompt>` (or with the \
+                     server's `direct-prefix`), as prompts/list gives them",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        request.name = prompt;
+        request.meta = None;
+        match self
+            .gateway
+            .hub
+            .get_prompt(&server, request, Some(&self.session))
+            .await
+        {
+            Ok(result) => Ok(result.into()),
+            Err(error) => Err(catalog_error(error, None)),
+        }
     }
 
     // `logging/setLevel` belongs to the revisions Runbyte serves (deprecated only from 2026-07-28).

@@ -93,21 +93,45 @@ async fn accept(listener: &Listener) -> Result<Option<Accepted>, String> {
 /// again) and, if it asked for logs, which server.
 #[allow(deprecated)]
 async fn forward_hub_events(gateway: Arc<Gateway>, client: Session, peer: rmcp::Peer<RoleServer>) {
+    use crate::hub::HubEvent;
+    use tokio::sync::broadcast::error::RecvError;
     let mut events = gateway.hub.subscribe();
-    while let Ok(crate::hub::HubEvent::ToolsChanged { server }) = events.recv().await {
-        let status = gateway.hub.server(&server).await.map(|view| view.status);
-        let (level, message) = match status {
-            Some(crate::hub::Status::Failed { error, .. }) => (
-                rmcp::model::LoggingLevel::Warning,
-                format!("server `{server}` is unavailable: {error}"),
-            ),
-            _ => (
-                rmcp::model::LoggingLevel::Info,
-                format!("server `{server}`'s tools changed; see /servers"),
-            ),
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            // Missed some: whatever they were, the lists may have changed.
+            Err(RecvError::Lagged(_)) => HubEvent::ToolsChanged {
+                server: String::new(),
+            },
+            Err(RecvError::Closed) => return,
         };
-        client.log(&peer, level, message).await;
-        if peer.notify_tool_list_changed().await.is_err() {
+        let sent = match event {
+            HubEvent::ToolsChanged { server } => {
+                if !server.is_empty() {
+                    let status = gateway.hub.server(&server).await.map(|view| view.status);
+                    let (level, message) = match status {
+                        Some(crate::hub::Status::Failed { error, .. }) => (
+                            rmcp::model::LoggingLevel::Warning,
+                            format!("server `{server}` is unavailable: {error}"),
+                        ),
+                        _ => (
+                            rmcp::model::LoggingLevel::Info,
+                            format!("server `{server}`'s tools changed; see /servers"),
+                        ),
+                    };
+                    client.log(&peer, level, message).await;
+                }
+                peer.notify_tool_list_changed().await
+            }
+            HubEvent::ResourcesChanged { .. } => peer.notify_resource_list_changed().await,
+            HubEvent::PromptsChanged { .. } => peer.notify_prompt_list_changed().await,
+            HubEvent::ResourceUpdated { uri } if client.is_subscribed(&uri) => {
+                let params = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
+                peer.notify_resource_updated(params).await
+            }
+            HubEvent::ResourceUpdated { .. } => Ok(()),
+        };
+        if sent.is_err() {
             return;
         }
     }
@@ -124,6 +148,7 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
     let transport =
         PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
     let client = Session::new(gateway.clone(), session.clone(), listener);
+    let client_subscriptions = client.clone();
     match client.clone().serve(transport).await {
         Ok(running) => {
             let legacy = running.peer().peer_info().is_some();
@@ -139,6 +164,7 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
             if let Some(forward) = forward {
                 forward.abort();
             }
+            client_subscriptions.end().await;
             if legacy {
                 tracing::info!(%peer, %session, "client session closed");
             }

@@ -1,0 +1,217 @@
+//! The downstream servers' resources and prompts through Runbyte: listed, read, templated,
+//! subscribed to and read from a program, with the real `server-everything` over stdio and a
+//! real MCP client (rmcp) over stdio.
+
+use std::time::Duration;
+
+use rmcp::{
+    ClientHandler, RoleClient, ServiceExt,
+    model::{
+        ClientConfig, ErrorCode, GetPromptRequestParams, ReadResourceRequestParams,
+        ResourceContents, ResourceUpdatedNotificationParam, SubscribeRequestParams,
+    },
+    service::{NotificationContext, ServiceError},
+};
+use runbyte_tests::{TempDir, call, config_with, result_json, runbyte, server_everything};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+/// A client that passes on the resource updates it is told of.
+#[derive(Clone)]
+struct Watcher(mpsc::UnboundedSender<String>);
+
+impl ClientHandler for Watcher {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+fn text_of(contents: &ResourceContents) -> (&str, &str) {
+    match contents {
+        ResourceContents::TextResourceContents { uri, text, .. } => (uri, text),
+        ResourceContents::BlobResourceContents { uri, blob, .. } => (uri, blob),
+        _ => ("", ""),
+    }
+}
+
+fn error_code(error: ServiceError) -> (ErrorCode, String) {
+    match error {
+        ServiceError::McpError(error) => (error.code, error.message.to_string()),
+        other => panic!("not a JSON-RPC error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn resources_and_prompts_of_server_everything_reach_the_client_and_programs() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let dir = TempDir::new("catalog");
+    dir.write(
+        "runbyte.toml",
+        &config_with(&format!(
+            "[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            everything.display().to_string()
+        )),
+    );
+    let (updates, mut updated) = mpsc::unbounded_channel();
+    let mut command = tokio::process::Command::new(runbyte());
+    command
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("RUNBYTE_LOG", "warn");
+    let client = Watcher(updates)
+        .serve(rmcp::transport::TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap();
+    let peer = client.peer();
+
+    // Listed with Runbyte's URIs, once the server is up.
+    let mut resources = Vec::new();
+    for _ in 0..100 {
+        resources = peer.list_all_resources().await.unwrap();
+        if !resources.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!resources.is_empty(), "no resources listed");
+    assert!(
+        resources
+            .iter()
+            .all(|r| r.uri.starts_with("runbyte://everything/demo://")),
+        "{resources:?}"
+    );
+    let document = resources
+        .iter()
+        .find(|r| r.uri.contains("/static/document/"))
+        .unwrap_or_else(|| panic!("no static document among {resources:?}"))
+        .uri
+        .clone();
+
+    // Read through the server that listed it; the contents carry Runbyte's URI.
+    let read = peer
+        .read_resource(ReadResourceRequestParams::new(document.clone()))
+        .await
+        .unwrap();
+    let (uri, text) = text_of(&read.contents[0]);
+    assert_eq!(uri, document);
+    assert!(!text.is_empty());
+
+    // Templates keep their variables behind the prefix, and a filled one reads.
+    let templates = peer.list_all_resource_templates().await.unwrap();
+    let template = templates
+        .iter()
+        .find(|t| t.uri_template.contains("/dynamic/text/{"))
+        .unwrap_or_else(|| panic!("{templates:?}"));
+    assert!(
+        template
+            .uri_template
+            .starts_with("runbyte://everything/demo://resource/dynamic/text/"),
+        "{template:?}"
+    );
+    let filled = "runbyte://everything/demo://resource/dynamic/text/7";
+    let read = peer
+        .read_resource(ReadResourceRequestParams::new(filled))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&read.contents[0]).0, filled);
+
+    // What does not exist is -32602 naming why; never empty contents.
+    for (uri, says) in [
+        (
+            "runbyte://nowhere/demo://x",
+            "server `nowhere`, which is not configured",
+        ),
+        (
+            "demo://resource/static/document/x",
+            "not one of Runbyte's resource URIs",
+        ),
+    ] {
+        let (code, message) = error_code(
+            peer.read_resource(ReadResourceRequestParams::new(uri))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+
+    // Prompts are named with the server's prefix and got from it.
+    let prompts = peer.list_all_prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert!(
+        names.contains(&"everything_simple-prompt") && names.contains(&"everything_args-prompt"),
+        "{names:?}"
+    );
+    let mut asked = GetPromptRequestParams::new("everything_args-prompt");
+    asked.arguments = json!({"city": "Lisbon", "state": "Lisboa"})
+        .as_object()
+        .cloned();
+    let got = peer.get_prompt(asked).await.unwrap();
+    let messages = serde_json::to_string(&got.messages).unwrap();
+    assert!(messages.contains("Lisbon"), "{messages}");
+    let (code, message) = error_code(
+        peer.get_prompt(GetPromptRequestParams::new("nobody_prompt"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
+
+    // A program reads a resource through ./servers/resources, by the URI the client sees.
+    let code = format!(
+        "import {{ readResource }} from './servers/resources';\n\
+         const [first] = await readResource({document:?});\n\
+         export default {{ uri: first.uri, length: first.text.length }};"
+    );
+    let (answer, error) = call(&client, "execute_code", json!({ "code": code })).await;
+    assert!(!error, "{answer}");
+    let value = result_json(&answer);
+    assert_eq!(value["uri"], json!(document), "{answer}");
+    assert_eq!(
+        value["length"],
+        json!(text.encode_utf16().count()),
+        "{answer}"
+    );
+    // A URI of another server is refused by name.
+    let (refused, _) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { readResource } from './servers/resources';\n\
+                        export default await readResource('demo://resource/static/document/x');"}),
+    )
+    .await;
+    assert!(
+        refused.contains("is not one of Runbyte's resource URIs"),
+        "{refused}"
+    );
+
+    // A subscription reaches the server; its updates come back with Runbyte's URI.
+    #[allow(deprecated)]
+    peer.subscribe(SubscribeRequestParams::new(document.clone()))
+        .await
+        .unwrap();
+    let (toggled, error) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { callTool } from 'runbyte:bridge';\n\
+                        export default await callTool('everything', 'toggle-subscriber-updates', {});"}),
+    )
+    .await;
+    assert!(!error, "{toggled}");
+    let uri = tokio::time::timeout(Duration::from_secs(10), updated.recv())
+        .await
+        .expect("no resource update within 10 s")
+        .unwrap();
+    assert_eq!(uri, document);
+
+    client.cancel().await.unwrap();
+}
