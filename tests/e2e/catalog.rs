@@ -215,3 +215,49 @@ async fn resources_and_prompts_of_server_everything_reach_the_client_and_program
 
     client.cancel().await.unwrap();
 }
+
+/// The Python SDK, a third-party client, over streamable HTTP in both eras: it lists the
+/// resources and prompts (its own URL type takes Runbyte's URIs) and reads one.
+#[test]
+fn the_python_sdk_lists_and_reads_them_over_streamable_http_in_both_eras() {
+    let Some(everything) = server_everything() else {
+        return;
+    };
+    let config = config_with(&format!(
+        "[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        everything.display().to_string()
+    ));
+    let served = runbyte_tests::Served::with_config("catalog-http", "http", &config);
+    let url = served.url("/mcp");
+    for era in ["legacy", "2026-07-28"] {
+        let mut report = serde_json::Value::Null;
+        // The server may still be starting on the first try.
+        for _ in 0..20 {
+            let Some(answer) = runbyte_tests::python_client(&["--era", era, "http", &url]) else {
+                return;
+            };
+            report = answer;
+            if report["resources"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let resources = report["resources"].as_array().unwrap();
+        assert!(
+            !resources.is_empty()
+                && resources
+                    .iter()
+                    .all(|uri| uri.as_str().unwrap().starts_with("runbyte://everything/")),
+            "{era}: {report}"
+        );
+        let prompts = report["prompts"].as_array().unwrap();
+        assert!(
+            prompts.contains(&json!("everything_simple-prompt")),
+            "{era}: {report}"
+        );
+        assert_eq!(report["read"], json!([resources[0]]), "{era}: {report}");
+    }
+}

@@ -155,6 +155,13 @@ async def exercise(read, write, era="legacy", answer=None, program=PROGRAM):
             "result": text(run),
             "result_is_error": bool(run.is_error),
         }
+        # The downstream servers' resources and prompts, as Runbyte gathers them.
+        resources = (await session.list_resources()).resources
+        report["resources"] = sorted(str(resource.uri) for resource in resources)
+        report["prompts"] = sorted(prompt.name for prompt in (await session.list_prompts()).prompts)
+        if resources:
+            read = await session.read_resource(resources[0].uri)
+            report["read"] = [str(contents.uri) for contents in read.contents]
         if era != "legacy":
             report["era"] = session.protocol_version
         if answer is not None:

@@ -16,7 +16,7 @@ use rmcp::{
         GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
         InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
         ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
+        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ResultType,
         ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
         SubscriptionFilter, Tool, UnsubscribeRequestParams,
     },
@@ -669,7 +669,12 @@ impl ServerHandler for Session {
             .read_resource(&request.uri, Some(&self.session))
             .await
         {
-            Ok(result) => Ok(result.into()),
+            // A legacy server's result has no `resultType`; 2026-07-28 requires it (rmcp drops
+            // it again for legacy clients).
+            Ok(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result.into())
+            }
             Err(error) => Err(catalog_error(error, Some(&request.uri))),
         }
     }
@@ -752,7 +757,10 @@ impl ServerHandler for Session {
             .get_prompt(&server, request, Some(&self.session))
             .await
         {
-            Ok(result) => Ok(result.into()),
+            Ok(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result.into())
+            }
             Err(error) => Err(catalog_error(error, None)),
         }
     }
