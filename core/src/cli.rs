@@ -118,6 +118,12 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// List the saved skills (name, signature, description), or delete one.
+    Skills {
+        /// `delete NAME` deletes a skill.
+        #[command(subcommand)]
+        action: Option<SkillsAction>,
+    },
     /// Call one downstream tool and print its result.
     Call {
         /// The server's name.
@@ -127,6 +133,16 @@ pub enum Command {
         /// The arguments, a JSON object.
         #[arg(default_value = "{}")]
         args: String,
+    },
+}
+
+/// What `runbyte skills` does besides listing.
+#[derive(Subcommand, Debug)]
+pub enum SkillsAction {
+    /// Delete a saved skill.
+    Delete {
+        /// The skill's name.
+        name: String,
     },
 }
 
@@ -164,6 +180,9 @@ pub fn main() -> ExitCode {
         Ok(config) => config,
         Err(error) => return fail(&error.to_string()),
     };
+    if let Command::Skills { action } = &command {
+        return skills(&config, action.as_ref());
+    }
     // One client over stdio: its work hops between fewer threads on one async thread (each hop
     // to a thread asleep on another CPU is a wake-up a direct call does not pay). A listener
     // that serves many clients gets one per CPU.
@@ -222,12 +241,45 @@ pub fn main() -> ExitCode {
                 .await
             }
             Command::DemoServer
+            | Command::Skills { .. }
             | Command::Completions { .. }
             | Command::Import { .. }
             | Command::PluginHost { .. }
             | Command::Worker { .. } => ExitCode::SUCCESS,
         }
     })
+}
+
+/// `runbyte skills`: what the skills folder holds, or `delete NAME`.
+fn skills(config: &Config, action: Option<&SkillsAction>) -> ExitCode {
+    let skills = crate::skills::Skills::new(config.server.skills_dir.as_deref());
+    if let Some(SkillsAction::Delete { name }) = action {
+        return match skills.delete(name) {
+            Ok(()) => {
+                println!("deleted skill `{name}` from {}", skills.dir().display());
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(&error),
+        };
+    }
+    let all = skills.list();
+    if all.is_empty() {
+        println!(
+            "no skills in {} (save one with the save_skill tool)",
+            skills.dir().display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    println!("{} skills in {}", all.len(), skills.dir().display());
+    for skill in &all {
+        println!(
+            "{}  {}\n  {}",
+            skill.name,
+            crate::skills::signature(skill),
+            skill.description.lines().next().unwrap_or_default()
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 fn block_on(future: impl Future<Output = ExitCode>) -> ExitCode {

@@ -55,6 +55,8 @@ pub struct Gateway {
     pub policies: Vec<PolicyPlugin>,
     /// The audit log, when one is configured.
     pub audit: Option<AuditLog>,
+    /// The saved skills' folder.
+    pub skills: crate::skills::Skills,
     sandbox: std::sync::OnceLock<Arc<Sandbox>>,
     paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
     ready: watch::Receiver<bool>,
@@ -117,7 +119,9 @@ impl Gateway {
         let codegen =
             dialect.map(|dialect| CodegenDriver::new(dialect, hub.clone(), vfs.clone(), &code));
         let (ready_tx, ready) = watch::channel(false);
+        let skills = crate::skills::Skills::new(config.server.skills_dir.as_deref());
         Arc::new(Gateway {
+            skills,
             config: Arc::new(config),
             search,
             transports,
@@ -171,6 +175,12 @@ impl Gateway {
             fallback.get_or_insert((server, tool.to_owned()));
         }
         fallback
+    }
+
+    /// Reads the skills folder again and serves what it holds under `/skills`.
+    pub fn refresh_skills(&self) {
+        let (files, entries) = crate::skills::vfs_files(&self.skills.list());
+        self.vfs.set_skills(files, entries);
     }
 
     /// The prompts of every server that offers them, each named with its server's prefix
@@ -261,6 +271,9 @@ impl Gateway {
     /// Connects every server and generates the VFS; then keeps the VFS in step. Returns once
     /// the first round is done (each server connected or failed).
     pub async fn start(self: &Arc<Self>) {
+        if self.codegen.is_some() {
+            self.refresh_skills();
+        }
         self.hub.start().await;
         if let Some(codegen) = &self.codegen {
             let events = self.hub.subscribe();

@@ -26,6 +26,7 @@ mod redact;
 mod relay;
 pub mod sandbox;
 mod server;
+mod skills;
 mod state_store;
 mod text;
 mod vfs;

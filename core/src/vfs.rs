@@ -21,7 +21,9 @@ pub const ROOT: &str = "/servers";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VfsError {
     /// Outside `/servers`.
-    #[error("`{path}` is outside the virtual filesystem: every path lies under /servers")]
+    #[error(
+        "`{path}` is outside the virtual filesystem: every path lies under /servers or /skills"
+    )]
     Outside { path: String },
     /// No such file or folder.
     #[error("`{path}` does not exist{hint}")]
@@ -106,6 +108,8 @@ pub struct Snapshot {
     pub files: BTreeMap<String, Arc<File>>,
     /// Every server folder by folder name.
     pub folders: BTreeMap<String, ServerFolder>,
+    /// The saved skills (`/skills/<name>.ts`), for listing and search.
+    pub skills: Vec<ToolEntry>,
 }
 
 impl Snapshot {
@@ -133,7 +137,7 @@ impl Snapshot {
     }
 
     fn is_dir(&self, path: &str) -> bool {
-        path == ROOT || path == "/" || {
+        path == ROOT || path == "/" || path == crate::skills::ROOT || {
             let prefix = format!("{path}/");
             self.files
                 .range(prefix.clone()..)
@@ -146,7 +150,7 @@ impl Snapshot {
         let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
         let parent = if parent.is_empty() { "/" } else { parent };
         let (folders, files) = if parent == "/" {
-            (vec!["servers".to_owned()], Vec::new())
+            (vec!["servers".to_owned(), "skills".to_owned()], Vec::new())
         } else {
             self.children(parent)
         };
@@ -183,7 +187,7 @@ impl Snapshot {
     pub fn list(&self, path: &str, with_descriptions: bool) -> Result<String, VfsError> {
         let path = normalize(path)?;
         if path == "/" {
-            return Ok("/\nservers/\n".to_owned());
+            return Ok("/\nservers/\nskills/\n".to_owned());
         }
         if self.files.contains_key(&path) {
             return Err(VfsError::IsFile { path });
@@ -248,9 +252,11 @@ impl Snapshot {
         for file in &files {
             out.push_str(file);
             let full = format!("{path}/{file}");
-            let tool = server.and_then(|s| s.tools.iter().find(|t| t.path == full));
+            let tool = server
+                .and_then(|s| s.tools.iter().find(|t| t.path == full))
+                .or_else(|| self.skills.iter().find(|t| t.path == full));
             if with_descriptions && let Some(tool) = tool {
-                let original = if tool.name != tool.identifier {
+                let original = if tool.name != tool.identifier && tool.server != "skills" {
                     format!("[tool `{}`] ", tool.name)
                 } else {
                     String::new()
@@ -282,6 +288,7 @@ impl Snapshot {
             .folders
             .values()
             .flat_map(|folder| folder.tools.iter())
+            .chain(self.skills.iter())
             .filter_map(|tool| {
                 let score = score(tool, &words);
                 (score > 0).then_some((tool, score))
@@ -308,10 +315,30 @@ impl Snapshot {
         if starting.is_empty() {
             return Vec::new();
         }
-        let named = folders_named(code);
+        // The servers its skills import count too (skills may import skills: each read once).
+        let mut sources: Vec<Arc<str>> = vec![Arc::from(code)];
+        let mut seen = BTreeSet::new();
+        let mut next = 0;
+        while next < sources.len() {
+            let source = sources[next].clone();
+            next += 1;
+            for name in skills_named(&source) {
+                let path = format!("{}/{name}.ts", crate::skills::ROOT);
+                if let Some(file) = self.files.get(&path)
+                    && seen.insert(path)
+                {
+                    sources.push(file.content.clone());
+                }
+            }
+        }
+        let named: Vec<Named<'_>> = sources.iter().map(|source| folders_named(source)).collect();
         starting
             .into_iter()
-            .filter(|folder| named.all || named.folders.contains(folder.folder.as_str()))
+            .filter(|folder| {
+                named
+                    .iter()
+                    .any(|named| named.all || named.folders.contains(folder.folder.as_str()))
+            })
             .map(|folder| folder.folder.clone())
             .collect()
     }
@@ -355,6 +382,25 @@ fn folders_named(code: &str) -> Named<'_> {
         }
     }
     named
+}
+
+/// Every `skills/<name>` in `code` (the skills a program may import).
+fn skills_named(code: &str) -> BTreeSet<&str> {
+    code.match_indices("skills/")
+        .filter(|(at, _)| {
+            !code[..*at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        })
+        .filter_map(|(at, _)| {
+            let rest = &code[at + "skills/".len()..];
+            let name = rest
+                .split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+                .next()?;
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
 }
 
 fn first_line(text: &str) -> &str {
@@ -435,7 +481,8 @@ fn score(tool: &ToolEntry, query: &[String]) -> u32 {
 }
 
 /// Makes a VFS path absolute and canonical: `servers/demo`, `./servers/demo/`, `/servers/x/../demo`
-/// all become `/servers/demo`. A path that leaves `/servers` (other than `/` itself) is refused.
+/// all become `/servers/demo`. A path outside `/servers` and `/skills` (other than `/` itself)
+/// is refused.
 pub fn normalize(path: &str) -> Result<String, VfsError> {
     let trimmed = path.trim();
     let mut parts: Vec<&str> = Vec::new();
@@ -455,7 +502,7 @@ pub fn normalize(path: &str) -> Result<String, VfsError> {
     if parts.is_empty() {
         return Ok("/".to_owned());
     }
-    if parts[0] != "servers" {
+    if parts[0] != "servers" && parts[0] != "skills" {
         return Err(VfsError::Outside {
             path: trimmed.to_owned(),
         });
@@ -499,9 +546,18 @@ impl crate::sandbox::ModuleProvider for Modules {
     }
 }
 
+/// The saved skills' files and entries (see [`crate::skills::vfs_files`]).
+#[derive(Default)]
+pub struct SkillFiles {
+    files: Vec<(String, Arc<File>)>,
+    entries: Vec<ToolEntry>,
+}
+
 /// The shared, swappable VFS.
 pub struct Vfs {
     current: RwLock<Arc<Snapshot>>,
+    /// The saved skills' files and entries, put into every snapshot.
+    skills: RwLock<Arc<SkillFiles>>,
     /// The generation of the current snapshot, for those waiting on a change.
     generation: watch::Sender<u64>,
     made: Instant,
@@ -511,6 +567,7 @@ impl Default for Vfs {
     fn default() -> Self {
         Vfs {
             current: RwLock::default(),
+            skills: RwLock::default(),
             generation: watch::Sender::new(0),
             made: Instant::now(),
         }
@@ -523,13 +580,44 @@ impl Vfs {
         self.current.read().map(|s| s.clone()).unwrap_or_default()
     }
 
-    /// Replaces the whole snapshot at once.
-    pub fn swap(&self, snapshot: Snapshot) {
-        let generation = snapshot.generation;
-        if let Ok(mut current) = self.current.write() {
-            *current = Arc::new(snapshot);
+    /// Replaces the whole snapshot at once, with the saved skills put in. Generations only grow
+    /// (the sandbox keys its module cache on them).
+    pub fn swap(&self, mut snapshot: Snapshot) {
+        let skills = self.skills.read().map(|s| s.clone()).unwrap_or_default();
+        snapshot
+            .files
+            .retain(|path, _| !path.starts_with("/skills/"));
+        for (path, file) in &skills.files {
+            snapshot.files.insert(path.clone(), file.clone());
         }
+        snapshot.skills = skills.entries.clone();
+        let generation = if let Ok(mut current) = self.current.write() {
+            snapshot.generation = snapshot.generation.max(current.generation + 1);
+            let generation = snapshot.generation;
+            *current = Arc::new(snapshot);
+            generation
+        } else {
+            return;
+        };
         self.generation.send_replace(generation);
+    }
+
+    /// Serves these skills from now on (the current snapshot is replaced with them in).
+    pub fn set_skills(&self, files: Vec<(String, Arc<File>)>, entries: Vec<ToolEntry>) {
+        if let Ok(mut skills) = self.skills.write() {
+            *skills = Arc::new(SkillFiles { files, entries });
+        }
+        let current = self.snapshot();
+        // Before the first snapshot there is nothing to replace: the first one takes them in.
+        if current.generation == 0 {
+            return;
+        }
+        self.swap(Snapshot {
+            generation: current.generation + 1,
+            files: current.files.clone(),
+            folders: current.folders.clone(),
+            skills: Vec::new(),
+        });
     }
 
     /// The first snapshot, once there is one: every server has a folder then, ready, starting

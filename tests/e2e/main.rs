@@ -21,6 +21,7 @@ mod secrets;
 mod serve;
 mod sessions;
 mod shutdown;
+mod skills;
 mod thirdparty;
 mod trust;
 mod vfs;

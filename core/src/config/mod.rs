@@ -120,6 +120,9 @@ pub struct ServerSection {
     pub max_body_bytes: Option<u64>,
     /// Where the audit log (JSON lines) goes; none by default.
     pub audit_log: Option<PathBuf>,
+    /// The folder of saved skills (`save_skill`); default `$XDG_DATA_HOME/runbyte/skills`
+    /// (`~/.local/share/runbyte/skills`).
+    pub skills_dir: Option<PathBuf>,
     /// How servers' tools reach clients unless a server says otherwise: `code` (the default),
     /// `direct` or `both`.
     #[serde(default)]
@@ -163,6 +166,7 @@ impl Default for ServerSection {
             max_body_bytes: None,
             expose: Expose::Code,
             audit_log: None,
+            skills_dir: None,
         }
     }
 }
@@ -461,6 +465,9 @@ impl Config {
         }
         if let Some(file) = &mut self.server.audit_log {
             *file = resolve(&base, file);
+        }
+        if let Some(dir) = &mut self.server.skills_dir {
+            *dir = resolve(&base, dir);
         }
         for server in self.servers.values_mut() {
             if let Some(cwd) = &mut server.cwd {

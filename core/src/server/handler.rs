@@ -39,7 +39,7 @@ pub const INSTRUCTIONS: &str = "Runbyte turns the tools of many MCP servers into
 in a virtual filesystem. Explore with list_directory('/servers'), read a tool's module with \
 read_file, or find tools with search_tools. Then call execute_code with a short TypeScript \
 program that imports from './servers/<server>' and returns only what you need; intermediate \
-data stays in the sandbox.";
+data stays in the sandbox. save_skill keeps a program that worked for later ones ('./skills/<name>').";
 
 /// Runbyte's own tools, as listed to clients.
 fn tool_specs() -> Vec<Tool> {
@@ -68,6 +68,18 @@ fn tool_specs() -> Vec<Tool> {
                 "code": {"type": "string", "description": "The program (TypeScript or JavaScript)"}
             }, "required": ["code"]},
             "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}
+        },
+        {
+            "name": "save_skill",
+            "description": "Save a program that worked as a skill: a module under /skills that later programs (in any session) import and call. Its default export must be a function of one argument. Listed and searched like tools.",
+            "inputSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "lowercase-with-hyphens, e.g. weekly-report"},
+                "description": {"type": "string", "description": "What it does, for listing and search"},
+                "code": {"type": "string", "description": "TypeScript: export default async function (args: {...}) { ... }"},
+                "args": {"type": "object", "description": "JSON Schema of its argument object (optional)"},
+                "overwrite": {"type": "boolean", "description": "Replace a skill of this name"}
+            }, "required": ["name", "description", "code"]},
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "openWorldHint": false}
         },
         {
             "name": "search_tools",
@@ -202,6 +214,13 @@ impl Session {
         }
         let mut out = String::new();
         for (tool, _) in hits {
+            if tool.path.starts_with("/skills/") {
+                out.push_str(&format!(
+                    "skill {}: {}\n  import {} from './skills/{}';\n  {}\n",
+                    tool.name, tool.summary, tool.identifier, tool.name, tool.signature
+                ));
+                continue;
+            }
             let folder = tool
                 .path
                 .trim_start_matches("/servers/")
@@ -214,6 +233,26 @@ impl Session {
             ));
         }
         Ok(out)
+    }
+
+    /// `save_skill`: checks and saves the program, then serves it under `/skills`.
+    async fn save_skill(&self, args: Value) -> Result<String, String> {
+        let text = |key: &str| required_str(&args, key).map(str::to_owned);
+        let request = crate::skills::SaveRequest {
+            skill: crate::skills::Skill {
+                name: text("name")?,
+                description: text("description")?,
+                code: text("code")?,
+                args: args.get("args").filter(|a| !a.is_null()).cloned(),
+            },
+            overwrite: args.get("overwrite").and_then(Value::as_bool) == Some(true),
+        };
+        let skills = self.gateway.skills.clone();
+        let saved = tokio::task::spawn_blocking(move || skills.save(request))
+            .await
+            .map_err(|e| format!("saving failed: {e}"))??;
+        self.gateway.refresh_skills();
+        Ok(saved)
     }
 }
 
@@ -810,6 +849,7 @@ impl ServerHandler for Session {
             "list_directory" => self.list_directory(&args).await,
             "read_file" => self.read_file(&args).await,
             "search_tools" => self.search_tools(&args).await,
+            "save_skill" => self.save_skill(args).await,
             "execute_code" => return self.execute_code(&args, retry, &context).await,
             other if let Some(target) = self.gateway.direct_target(other).await => {
                 let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
@@ -832,7 +872,7 @@ impl ServerHandler for Session {
                 return Err(ErrorData::new(
                     ErrorCode::INVALID_PARAMS,
                     format!(
-                        "unknown tool `{other}`; Runbyte's tools are list_directory, read_file, search_tools, execute_code"
+                        "unknown tool `{other}`; Runbyte's tools are list_directory, read_file, search_tools, execute_code, save_skill"
                     ),
                     None,
                 ));

@@ -108,7 +108,39 @@ fn listing_shows_folders_files_and_why_a_server_is_down() {
         down.contains("server `down` is unavailable: exited with status 3"),
         "{down}"
     );
-    assert_eq!(snapshot.list("/", false).unwrap(), "/\nservers/\n");
+    assert_eq!(snapshot.list("/", false).unwrap(), "/\nservers/\nskills/\n");
+    // `/skills` is a folder even with no skill saved.
+    assert_eq!(snapshot.list("/skills", false).unwrap(), "/skills\n");
+}
+
+#[test]
+fn a_program_that_imports_a_skill_waits_for_the_servers_the_skill_imports() {
+    let mut snapshot = Snapshot::default();
+    for (folder, status) in [
+        ("slow", FolderStatus::Starting),
+        ("other", FolderStatus::Starting),
+    ] {
+        snapshot.folders.insert(
+            folder.to_owned(),
+            ServerFolder {
+                server: folder.to_owned(),
+                folder: folder.to_owned(),
+                status,
+                tools: Vec::new(),
+            },
+        );
+    }
+    snapshot.files.insert(
+        "/skills/uses-slow.ts".to_owned(),
+        File::new("import { x } from './servers/slow';\nimport y from './skills/uses-self';\nexport default async function () { return x(); }"),
+    );
+    snapshot.files.insert(
+        "/skills/uses-self.ts".to_owned(),
+        File::new("import y from './skills/uses-slow';\nexport default async function () {}"),
+    );
+    let program = "import f from './skills/uses-slow';\nexport default await f();";
+    assert_eq!(snapshot.starting_in(program), vec!["slow".to_owned()]);
+    assert!(snapshot.starting_in("export default 1").is_empty());
 }
 
 #[test]

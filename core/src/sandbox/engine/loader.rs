@@ -153,7 +153,10 @@ impl Shared {
 pub(crate) fn normalize(base: &str, name: &str) -> String {
     let joined = if name.starts_with("./") || name.starts_with("../") || name == "." || name == ".."
     {
-        let dir = if base == AGENT_MODULE || !base.starts_with('/') {
+        // A saved skill (`/skills/<name>.ts`) was written as a program: its imports resolve as
+        // the program's do, from the root.
+        let dir = if base == AGENT_MODULE || !base.starts_with('/') || base.starts_with("/skills/")
+        {
             ""
         } else {
             base.rsplit_once('/').map_or("", |(dir, _)| dir)
