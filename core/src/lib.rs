@@ -27,5 +27,6 @@ mod relay;
 pub mod sandbox;
 mod server;
 mod state_store;
+mod telemetry;
 mod text;
 mod vfs;

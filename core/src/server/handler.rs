@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-        GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
-        InputResponses, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-        PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-        ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-        SubscriptionFilter, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+        CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+        InputRequiredResult, InputResponses, ListToolsResult, LoggingLevel,
+        LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+        SetLevelRequestParams, SubscriptionFilter, Tool,
     },
     service::{RequestContext, SubscriptionContext},
 };
@@ -28,6 +28,7 @@ use crate::{
     execute::{Replaying, Resumable},
     gateway::Gateway,
     relay::{Asker, Event, Question, ResumeError, Resumed, RoundTrip, SessionAsker, Waiting},
+    telemetry::{self, Parent},
 };
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
@@ -217,6 +218,7 @@ impl Session {
             Some(&self.listener),
             Some(asker),
             Resumable::No,
+            Parent::from_meta(&context.meta),
         )
         .await
         {
@@ -268,6 +270,7 @@ impl Session {
                 Some(replay) => Resumable::Replay(Box::new(replay)),
                 None => Resumable::Record,
             },
+            Parent::from_meta(&context.meta),
         )
         .await
         {
@@ -603,6 +606,37 @@ impl ServerHandler for Session {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    /// `runbyte/metrics` (see [`telemetry::METRICS_METHOD`]): the metrics as OpenMetrics text,
+    /// `{"contentType": …, "text": …}`; a method-not-found error when `[telemetry] metrics` is
+    /// off, as for any other unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let metrics = self
+            .gateway
+            .telemetry
+            .metrics()
+            .filter(|_| request.method == telemetry::METRICS_METHOD);
+        let Some(metrics) = metrics else {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("unknown method `{}`", request.method),
+                None,
+            ));
+        };
+        let servers = self.gateway.hub.servers().await;
+        let text = metrics.render(
+            servers
+                .iter()
+                .map(|server| (server.name.as_str(), server.status.label())),
+        );
+        Ok(CustomResult::new(
+            json!({"contentType": telemetry::CONTENT_TYPE, "text": text}),
+        ))
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -627,6 +661,7 @@ impl ServerHandler for Session {
                     asker,
                     (&target.0, &target.1),
                     args,
+                    Parent::from_meta(&context.meta),
                 )
                 .await;
                 return Ok(match called {
