@@ -20,6 +20,7 @@ mod secrets;
 mod serve;
 mod sessions;
 mod shutdown;
+mod telemetry;
 mod thirdparty;
 mod trust;
 mod vfs;

@@ -394,6 +394,11 @@ impl Served {
 
     /// Serves this configuration text.
     pub fn with_config(label: &str, listen: &str, config: &str) -> Served {
+        Served::with_env(label, listen, config, &[])
+    }
+
+    /// Serves this configuration text with these environment variables set.
+    pub fn with_env(label: &str, listen: &str, config: &str, env: &[(&str, &str)]) -> Served {
         let dir = TempDir::new(label);
         dir.write("runbyte.toml", config);
         let port = free_port();
@@ -407,6 +412,7 @@ impl Served {
             ])
             .current_dir(dir.path())
             .env("RUNBYTE_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .spawn()
