@@ -189,13 +189,18 @@ fn bearer(token: Option<&str>) -> String {
 
 /// A 2026-07-28 `execute_code` of `code` carrying the client's trace context; the result text.
 fn execute(port: u16, token: Option<&str>, code: &str) -> String {
+    call(port, token, "execute_code", json!({"code": code}))
+}
+
+/// A 2026-07-28 `tools/call` carrying the client's trace context; the result's text.
+fn call(port: u16, token: Option<&str>, tool: &str, arguments: Value) -> String {
     let body = json!({
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
         "params": {
-            "name": "execute_code",
-            "arguments": {"code": code},
+            "name": tool,
+            "arguments": arguments,
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities": {},
@@ -204,7 +209,7 @@ fn execute(port: u16, token: Option<&str>, code: &str) -> String {
         },
     });
     let head = format!(
-        "POST /mcp HTTP/1.1{}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: execute_code",
+        "POST /mcp HTTP/1.1{}\r\nContent-Type: application/json\r\nAccept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}",
         bearer(token)
     );
     let (status, _, body) = http(port, &head, &body.to_string());
@@ -278,7 +283,7 @@ fn an_execution_is_a_trace_with_a_span_per_tool_call_and_metrics_count_it() {
     let token_file = dir.path().join("token");
     let config = format!(
         "{}\n[server]\nauth-token-file = {:?}\n\n[sandbox.limits]\ntimeout-ms = 3000\n\n[telemetry]\notlp-endpoint = \"http://127.0.0.1:{}\"\nservice-name = \"runbyte-e2e\"\nmetrics = true\n",
-        config_of(&[test_server_table("t", &[], "")]),
+        config_of(&[test_server_table("t", &[], "expose = \"both\"")]),
         token_file.display().to_string(),
         receiver.port
     );
@@ -448,6 +453,30 @@ fn an_execution_is_a_trace_with_a_span_per_tool_call_and_metrics_count_it() {
         ),
         1.0,
         "{body}"
+    );
+
+    // A direct call (`expose = "both"`): one `tools/call` span, the client's span's child, whose
+    // context the server receives.
+    let seen: Value =
+        serde_json::from_str(&call(served.port, Some(&token), "t_meta", json!({}))).unwrap();
+    let spans = receiver.wait_for(|spans| {
+        spans
+            .iter()
+            .any(|r| r.span.name == "tools/call" && hex(&r.span.parent_span_id) == CLIENT_SPAN)
+    });
+    let direct = spans
+        .iter()
+        .map(|r| &r.span)
+        .find(|s| s.name == "tools/call" && hex(&s.parent_span_id) == CLIENT_SPAN)
+        .unwrap();
+    assert_eq!(hex(&direct.trace_id), TRACE_ID);
+    assert_eq!(
+        text_attribute(&direct.attributes, "runbyte.tool").as_deref(),
+        Some("meta")
+    );
+    assert_eq!(
+        seen["traceparent"],
+        format!("00-{TRACE_ID}-{}-01", hex(&direct.span_id))
     );
 }
 
