@@ -527,3 +527,30 @@ fn metrics_are_a_404_while_off_and_an_unreachable_collector_fails_nothing() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("metrics = true"), "{body}");
 }
+
+#[test]
+fn spans_still_queued_when_serve_stops_are_exported_before_it_exits() {
+    let receiver = Receiver::start();
+    let config = format!(
+        "{}\n[telemetry]\notlp-endpoint = \"http://127.0.0.1:{}\"\n",
+        config_of(&[test_server_table("t", &[], "")]),
+        receiver.port
+    );
+    // The SDK's own batching (every 5 s): the spans are still queued when SIGTERM comes.
+    let served = Served::with_config("telemetry-flush", "http", &config);
+    let text = execute(
+        served.port,
+        None,
+        "import { echo } from './servers/t';\nexport default await echo({ message: 'hi' });",
+    );
+    assert!(text.starts_with("\"hi\""), "{text}");
+    assert!(served.stop().success());
+    let spans = receiver.spans.lock().unwrap();
+    let names: Vec<&str> = spans.iter().map(|r| r.span.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names.contains(&"execute_code") && names.contains(&"tools/call"),
+        "{names:?}"
+    );
+    assert!(spans.iter().all(|r| r.service == "runbyte"));
+}
