@@ -350,6 +350,7 @@ async fn serve(config: Config, listen: Option<String>, bind: Option<String>) -> 
         }
     };
     runtime.hub.shutdown().await;
+    runtime.telemetry.shutdown().await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error.to_string()),
@@ -604,28 +605,35 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
         Err(error) => return fail(&error.to_string()),
     };
     runtime.start().await;
-    let result =
-        match crate::execute::prepare(&runtime, "cli", None, None, crate::execute::Resumable::No)
-            .await
-        {
-            Ok(prepared) => {
-                // SIGINT or SIGTERM stops the program; the servers are then stopped below, as after
-                // any run, rather than orphaned by a process killed mid-call.
-                let cancel = tokio_util::sync::CancellationToken::new();
-                let on_signal = cancel.clone();
-                tokio::spawn(async move {
-                    let signal = shutdown_signal().await;
-                    tracing::info!("{signal}: stopping the program");
-                    on_signal.cancel();
-                });
-                crate::execute::run(&runtime, "cli", &prepared, code, cancel).await
-            }
-            Err(message) => {
-                runtime.hub.shutdown().await;
-                return fail(&message);
-            }
-        };
+    let result = match crate::execute::prepare(
+        &runtime,
+        "cli",
+        None,
+        None,
+        crate::execute::Resumable::No,
+        crate::telemetry::Parent::default(),
+    )
+    .await
+    {
+        Ok(prepared) => {
+            // SIGINT or SIGTERM stops the program; the servers are then stopped below, as after
+            // any run, rather than orphaned by a process killed mid-call.
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let on_signal = cancel.clone();
+            tokio::spawn(async move {
+                let signal = shutdown_signal().await;
+                tracing::info!("{signal}: stopping the program");
+                on_signal.cancel();
+            });
+            crate::execute::run(&runtime, "cli", &prepared, code, cancel).await
+        }
+        Err(message) => {
+            runtime.hub.shutdown().await;
+            return fail(&message);
+        }
+    };
     runtime.hub.shutdown().await;
+    runtime.telemetry.shutdown().await;
     for block in &result.content {
         match block.as_text() {
             Some(text) => println!("{}", text.text),

@@ -19,7 +19,10 @@ use bridge::map_result;
 pub use bridge::{HubBridge, Replaying, Resumable};
 pub use render::render;
 
-use crate::sandbox::Limits;
+use crate::{
+    sandbox::Limits,
+    telemetry::{CallOutcome, ExecutionEnd, Parent, Span},
+};
 
 /// One execution, set up: its limits and its bridge.
 pub struct Prepared {
@@ -29,6 +32,8 @@ pub struct Prepared {
     pub limits: Limits,
     /// Its bridge to the Hub (counting its calls).
     pub bridge: Arc<HubBridge>,
+    /// Its span, from `prepare` (the policies' time is the execution's) until `run` ends it.
+    span: std::sync::Mutex<Option<Span>>,
 }
 
 /// The policies' limits for one execution (or direct call) of `session`, and the calls each
@@ -50,15 +55,28 @@ async fn session_limits(
 /// Sets up one execution of `session`: the policies' limits and a bridge.
 /// `listener` is the transport the session came through (`None` for `runbyte exec`).
 /// `asker` answers what a tool or a policy asks of the user (`None`: nobody can).
+/// `parent` is the trace context the client's request carried; the execution's span is its
+/// child.
 pub async fn prepare(
     runtime: &crate::gateway::Gateway,
     session: &str,
     listener: Option<&str>,
     asker: Option<Arc<dyn crate::relay::Asker>>,
     resumable: Resumable,
+    parent: Parent,
 ) -> Result<Prepared, String> {
-    let (limits, judges) = session_limits(runtime, session, listener).await?;
     let id = execution_id();
+    let span = runtime.telemetry.execution(&parent, &id, session);
+    let started = std::time::Instant::now();
+    let (limits, judges) = match session_limits(runtime, session, listener).await {
+        Ok(set) => set,
+        Err(message) => {
+            runtime
+                .telemetry
+                .execution_done(span, ExecutionEnd::NotRun, started.elapsed());
+            return Err(message);
+        }
+    };
     let bridge = Arc::new(
         HubBridge::new(
             runtime.hub.clone(),
@@ -76,9 +94,15 @@ pub async fn prepare(
                 .filter(|(name, _)| !runtime.config.exposure(name).in_code())
                 .map(|(name, _)| name.clone())
                 .collect(),
-        ),
+        )
+        .with_telemetry(runtime.telemetry.clone(), span.context()),
     );
-    Ok(Prepared { id, limits, bridge })
+    Ok(Prepared {
+        id,
+        limits,
+        bridge,
+        span: std::sync::Mutex::new(Some(span)),
+    })
 }
 
 /// The VFS once no server `code` imports is starting, and the limits with the time that took
@@ -123,9 +147,22 @@ pub async fn run(
     code: String,
     cancel: tokio_util::sync::CancellationToken,
 ) -> CallToolResult {
+    let span = prepared
+        .span
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
+    let started = std::time::Instant::now();
     let (snapshot, limits) = match imports_ready(runtime, prepared, &code, &cancel).await {
         Ok(ready) => ready,
-        Err(refusal) => return refusal,
+        Err(refusal) => {
+            if let Some(span) = span {
+                runtime
+                    .telemetry
+                    .execution_done(span, ExecutionEnd::NotRun, started.elapsed());
+            }
+            return refusal;
+        }
     };
     let outcome = runtime
         .sandbox()
@@ -156,7 +193,27 @@ pub async fn run(
         ok = outcome.result.is_ok(),
         "execution"
     );
+    if let Some(span) = span {
+        let end = ExecutionEnd::Ran {
+            error: outcome.result.as_ref().err().map(|error| error.kind),
+            calls: outcome.calls,
+            failed_calls: outcome.failed_calls,
+        };
+        runtime
+            .telemetry
+            .execution_done(span, end, outcome.duration);
+    }
     render(outcome, prepared.limits.max_output_bytes)
+}
+
+/// How a call that reached the Hub ended.
+fn call_outcome(answer: &Result<CallToolResult, crate::hub::CallError>) -> CallOutcome {
+    match answer {
+        Ok(result) if result.is_error == Some(true) => CallOutcome::ToolError,
+        Ok(_) => CallOutcome::Ok,
+        Err(crate::hub::CallError::Timeout { .. }) => CallOutcome::Timeout,
+        Err(_) => CallOutcome::Failed,
+    }
 }
 
 /// One execution id, unique in this process.
@@ -171,14 +228,18 @@ pub async fn direct(
     asker: Option<Arc<dyn crate::relay::Asker>>,
     (server, tool): (&str, &str),
     arguments: serde_json::Value,
+    parent: Parent,
 ) -> Result<CallToolResult, String> {
     use std::borrow::Cow;
 
+    use opentelemetry::context::FutureExt as _;
     use runbyte_plugin_api::wire;
 
     let (limits, judges) = session_limits(runtime, session, listener).await?;
     let execution = execution_id();
+    let span = runtime.telemetry.tool_call(&parent.context(), server, tool);
     let started = std::time::Instant::now();
+    let mut outcome = CallOutcome::Failed;
     let result = async {
         let granted = if judges.iter().any(|judge| judge.judged.covers(server)) {
             let spec = runtime
@@ -203,7 +264,9 @@ pub async fn direct(
                     calls_to_tool: 0,
                 },
             };
-            crate::policy::check_call(&judges, &call, limits.timeout, asker.as_deref()).await?
+            crate::policy::check_call(&judges, &call, limits.timeout, asker.as_deref())
+                .await
+                .inspect_err(|_| outcome = CallOutcome::Denied)?
         } else {
             None
         };
@@ -212,14 +275,17 @@ pub async fn direct(
             timeout: Some(granted.unwrap_or(limits.call_timeout)),
             asker,
         };
-        runtime
+        let answer = runtime
             .hub
             .call(server, tool, arguments, options)
-            .await
-            .map_err(|e| e.to_string())
+            .with_context(span.context())
+            .await;
+        outcome = call_outcome(&answer);
+        answer.map_err(|e| e.to_string())
     }
     .await
     .map_err(|error| crate::redact::redact(&error).into_owned());
+    runtime.telemetry.call_done(span, (server, tool), outcome);
     if let Some(audit) = &runtime.audit {
         let failed = match &result {
             Ok(answer) if answer.is_error == Some(true) => {

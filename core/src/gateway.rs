@@ -17,6 +17,7 @@ use crate::{
     relay::Paused,
     sandbox::{Sandbox, SandboxOptions},
     state_store::StateStore,
+    telemetry::Telemetry,
     vfs::Vfs,
 };
 
@@ -29,6 +30,9 @@ pub enum StartError {
     /// The audit log could not be opened.
     #[error("{0}")]
     Audit(String),
+    /// `[telemetry]` could not be set up.
+    #[error("{0}")]
+    Telemetry(String),
     /// The `requestState` signing key could not be read.
     #[error("[server] state-key-file: {0}")]
     StateKey(String),
@@ -57,6 +61,8 @@ pub struct Gateway {
     pub audit: Option<AuditLog>,
     /// The saved skills' folder.
     pub skills: crate::skills::Skills,
+    /// Traces and metrics (all off unless `[telemetry]` turns them on).
+    pub telemetry: Telemetry,
     sandbox: std::sync::OnceLock<Arc<Sandbox>>,
     paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
     ready: watch::Receiver<bool>,
@@ -72,7 +78,8 @@ impl Gateway {
     /// or policy. Must be called inside the tokio runtime.
     pub fn hub_only(config: Config) -> Arc<Self> {
         let search = PluginSearch::from_config(&config);
-        Self::assemble(config, search, None, Vec::new(), None)
+        // `runbyte tools` and `runbyte call` run no execution: nothing to trace or count.
+        Self::assemble(config, search, None, Vec::new(), None, Telemetry::default())
     }
 
     /// The whole gateway: the dialect and every policy opened (an error names the plugin), the
@@ -90,7 +97,10 @@ impl Gateway {
             .map(|name| plugin::open_policy(&search, name, &config.policy_table(name)))
             .collect::<Result<Vec<_>, _>>()?;
         let audit = AuditLog::from_config(&config).map_err(StartError::Audit)?;
-        let gateway = Self::assemble(config, search, Some(dialect), policies, audit);
+        let servers = config.servers.keys().cloned().collect();
+        let telemetry =
+            Telemetry::from_config(&config.telemetry, servers).map_err(StartError::Telemetry)?;
+        let gateway = Self::assemble(config, search, Some(dialect), policies, audit, telemetry);
         // A key file or a store that cannot be used is a start-up error, not a surprise at the
         // first pause.
         gateway.state_store().map_err(StartError::StateStore)?;
@@ -106,6 +116,7 @@ impl Gateway {
         dialect: Option<plugin::CodegenPlugin>,
         policies: Vec<PolicyPlugin>,
         audit: Option<AuditLog>,
+        telemetry: Telemetry,
     ) -> Arc<Self> {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search.clone()));
@@ -130,6 +141,7 @@ impl Gateway {
             codegen,
             policies,
             audit,
+            telemetry,
             sandbox: std::sync::OnceLock::new(),
             paused: std::sync::OnceLock::new(),
             ready,

@@ -28,5 +28,6 @@ pub mod sandbox;
 mod server;
 mod skills;
 mod state_store;
+mod telemetry;
 mod text;
 mod vfs;

@@ -22,6 +22,7 @@ mod serve;
 mod sessions;
 mod shutdown;
 mod skills;
+mod telemetry;
 mod thirdparty;
 mod trust;
 mod vfs;

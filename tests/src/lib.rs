@@ -394,6 +394,11 @@ impl Served {
 
     /// Serves this configuration text.
     pub fn with_config(label: &str, listen: &str, config: &str) -> Served {
+        Served::with_env(label, listen, config, &[])
+    }
+
+    /// Serves this configuration text with these environment variables set.
+    pub fn with_env(label: &str, listen: &str, config: &str, env: &[(&str, &str)]) -> Served {
         let dir = TempDir::new(label);
         dir.write("runbyte.toml", config);
         let port = free_port();
@@ -407,6 +412,7 @@ impl Served {
             ])
             .current_dir(dir.path())
             .env("RUNBYTE_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -429,6 +435,26 @@ impl Served {
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Stops it as a service manager does (SIGTERM) and waits (at most 20 s) for it to exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM failed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "runbyte did not stop within 20 s of SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// A URL on it.

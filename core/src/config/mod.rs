@@ -79,6 +79,9 @@ pub struct Config {
     /// Configuration tables for transport plugins, by plugin name.
     #[serde(default)]
     pub transports: BTreeMap<String, toml::Table>,
+    /// Traces and metrics; everything off when the table is absent.
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
     /// The folder relative paths resolve against: the file's own folder.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -173,6 +176,20 @@ impl Default for ServerSection {
 
 fn default_listen() -> String {
     "stdio".to_owned()
+}
+
+/// `[telemetry]`: off unless a key turns something on.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TelemetrySection {
+    /// The OTLP/HTTP collector's base URL (`http://127.0.0.1:4318`); spans are posted to its
+    /// `/v1/traces`. Absent: no traces, no exporter thread.
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` of the exported spans (`runbyte` when absent).
+    pub service_name: Option<String>,
+    /// Whether network listeners serve `GET /metrics` (Prometheus text); `false` by default.
+    #[serde(default)]
+    pub metrics: bool,
 }
 
 /// `[plugins]`.
@@ -551,6 +568,22 @@ impl Config {
                         .to_owned(),
                 ));
             }
+        }
+        if let Some(endpoint) = &self.telemetry.otlp_endpoint {
+            crate::telemetry::check_endpoint(endpoint)
+                .map_err(|message| locator.error_at_key("telemetry.otlp-endpoint", message))?;
+        }
+        if self
+            .telemetry
+            .service_name
+            .as_deref()
+            .is_some_and(|name| name.trim().is_empty())
+        {
+            return Err(locator.error_at_key(
+                "telemetry.service-name",
+                "must not be empty: it is how a trace backend tells Runbyte's spans apart"
+                    .to_owned(),
+            ));
         }
         let policies = self.sandbox.policy.names();
         if policies.is_empty() {

@@ -272,3 +272,36 @@ fn directly_exposed_servers_need_prefixes_that_keep_their_tools_apart() {
     // A server exposed to programs only needs no prefix.
     parse("[servers.a]\ncommand = \"x\"\ndirect-prefix = \"\"\n").unwrap();
 }
+
+#[test]
+fn telemetry_is_off_unless_asked_and_its_keys_are_checked() {
+    let config = parse(super::DEFAULT_CONFIG).unwrap();
+    assert!(config.telemetry.otlp_endpoint.is_none());
+    assert!(!config.telemetry.metrics);
+
+    let config = parse(
+        "[telemetry]\notlp-endpoint = \"http://127.0.0.1:4318\"\nservice-name = \"gw\"\nmetrics = true\n",
+    )
+    .unwrap();
+    assert_eq!(
+        config.telemetry.otlp_endpoint.as_deref(),
+        Some("http://127.0.0.1:4318")
+    );
+    assert_eq!(config.telemetry.service_name.as_deref(), Some("gw"));
+    assert!(config.telemetry.metrics);
+
+    let e = error("[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n");
+    assert_eq!(e.key.as_deref(), Some("telemetry.endpoint"));
+    assert!(e.message.contains("unknown field `endpoint`"), "{e}");
+
+    let e = error("[telemetry]\notlp-endpoint = \"127.0.0.1:4318\"\n");
+    assert_eq!(e.key.as_deref(), Some("telemetry.otlp-endpoint"));
+    assert_eq!(e.position.map(|p| p.0), Some(2));
+    assert!(e.message.contains("not an http:// URL"), "{e}");
+
+    let e = error("[telemetry]\nservice-name = \" \"\n");
+    assert_eq!(e.key.as_deref(), Some("telemetry.service-name"));
+
+    let e = error("[telemetry]\nmetrics = \"yes\"\n");
+    assert_eq!(e.key.as_deref(), Some("telemetry.metrics"));
+}

@@ -8,6 +8,7 @@ use std::{
 };
 
 use futures::{FutureExt, future::BoxFuture};
+use opentelemetry::context::FutureExt as _;
 use rmcp::model::{CallToolResult, ContentBlock};
 use runbyte_plugin_api::wire;
 use serde_json::Value;
@@ -17,6 +18,7 @@ use crate::{
     policy::Judge,
     relay::{Asker, Origin, Point, Question, Recorded},
     sandbox::{Determinism, Observed, ToolBridge, ToolCall},
+    telemetry::{CallOutcome, Telemetry},
 };
 
 /// Counts of calls so far, for the policies' budgets.
@@ -73,6 +75,10 @@ pub struct HubBridge {
     replay: Option<Arc<Replaying>>,
     /// Servers exposed to clients directly only (`expose = "direct"`): not to programs.
     direct_only: Vec<String>,
+    /// Where each call's span and metrics go.
+    telemetry: Telemetry,
+    /// The execution's trace context: each call's span is its child.
+    trace: opentelemetry::Context,
 }
 
 /// Whether (and how) an execution can resume on another process by replay.
@@ -344,7 +350,16 @@ impl HubBridge {
             journal,
             replay,
             direct_only: Vec::new(),
+            telemetry: Telemetry::default(),
+            trace: opentelemetry::Context::new(),
         }
+    }
+
+    /// Traces each call as a child of `trace` (the execution's span) and counts it.
+    pub fn with_telemetry(mut self, telemetry: Telemetry, trace: opentelemetry::Context) -> Self {
+        self.telemetry = telemetry;
+        self.trace = trace;
+        self
     }
 
     /// Refuses programs' calls to these servers (exposed to clients directly only).
@@ -394,6 +409,7 @@ impl HubBridge {
         (session, execution): (&str, &str),
         position: Position,
         call: ToolCall,
+        (trace, outcome): (opentelemetry::Context, &mut CallOutcome),
     ) -> Result<Value, String> {
         // A program's `readResource` (./servers/resources): judged as a call of this name.
         let reads_resource = call.tool == crate::hub::READ_RESOURCE;
@@ -429,7 +445,9 @@ impl HubBridge {
                     calls_to_tool: position.calls_to_tool,
                 },
             };
-            crate::policy::check_call(&policies, &asked, call.time_left, asker.as_deref()).await?
+            crate::policy::check_call(&policies, &asked, call.time_left, asker.as_deref())
+                .await
+                .inspect_err(|_| *outcome = CallOutcome::Denied)?
         };
         if reads_resource {
             return Self::read_resource(&hub, session, &call).await;
@@ -439,11 +457,13 @@ impl HubBridge {
             timeout: Some(granted.unwrap_or(call.timeout)),
             asker,
         };
-        let result = hub
+        // The span's context is current while the Hub sends: its `traceparent` goes downstream.
+        let answer = hub
             .call(&call.server, &call.tool, call.arguments, options)
-            .await
-            .map_err(|e| e.to_string())?;
-        map_result(&call.server, &call.tool, result)
+            .with_context(trace)
+            .await;
+        *outcome = super::call_outcome(&answer);
+        map_result(&call.server, &call.tool, answer.map_err(|e| e.to_string())?)
     }
 }
 
@@ -528,6 +548,8 @@ impl ToolBridge for HubBridge {
             return Box::pin(std::future::ready(replayed));
         }
         let audit = self.audit.clone();
+        let telemetry = self.telemetry.clone();
+        let span = telemetry.tool_call(&self.trace, &call.server, &call.tool);
         let execution = self.execution.clone();
         let journal = self.journal.clone();
         let asker = self.asker.clone().map(|inner| -> Arc<dyn Asker> {
@@ -552,6 +574,7 @@ impl ToolBridge for HubBridge {
             }
             let started = std::time::Instant::now();
             let (server, tool) = (call.server.clone(), call.tool.clone());
+            let mut outcome = CallOutcome::Failed;
             // An error may quote a server's URL or what it answered: redacted before the
             // program (or the audit log) sees it.
             let result = Self::call_tool(
@@ -561,9 +584,11 @@ impl ToolBridge for HubBridge {
                 (session.as_str(), execution.as_str()),
                 position,
                 call,
+                (span.context(), &mut outcome),
             )
             .await
             .map_err(|error| crate::redact::redact(&error).into_owned());
+            telemetry.call_done(span, (&server, &tool), outcome);
             if let Some((journal, server, tool, arguments)) = recording
                 && let Ok(mut journal) = journal.lock()
             {

@@ -76,6 +76,17 @@ pub enum Status {
     Failed { error: String, attempts: u32 },
 }
 
+impl Status {
+    /// `starting`, `ready` or `failed` (a metric's label).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Status::Starting => "starting",
+            Status::Ready => "ready",
+            Status::Failed { .. } => "failed",
+        }
+    }
+}
+
 /// A tool call that failed before it produced a result. (A tool that ran and reported an error
 /// is a `CallToolResult` with `isError`, not this.)
 #[derive(Debug, Clone, thiserror::Error)]
@@ -715,6 +726,15 @@ impl Hub {
             .unwrap_or(DEFAULT_CALL_TIMEOUT);
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(arguments);
+        // The caller's span (a tool call's) is current: the server joins its trace (SEP-414).
+        let trace = crate::telemetry::current_fields();
+        if !trace.is_empty() {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            for (key, value) in trace {
+                meta.insert(key, Value::String(value));
+            }
+            params.meta = Some(meta);
+        }
         let started = Instant::now();
         let in_flight = connection.callers.enter(options.asker.clone());
         let sending = send_call(&connection, params, options.asker.as_deref());

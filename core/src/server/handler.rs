@@ -12,9 +12,9 @@ use std::{
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-        GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
-        Implementation, InputRequiredResult, InputResponses, ListPromptsResult,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+        CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
+        GetSkillResult, Implementation, InputRequiredResult, InputResponses, ListPromptsResult,
         ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
         LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
         ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
@@ -34,6 +34,7 @@ use crate::{
     execute::{Replaying, Resumable},
     gateway::Gateway,
     relay::{Asker, Event, Question, ResumeError, Resumed, RoundTrip, SessionAsker, Waiting},
+    telemetry::{self, Parent},
 };
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
@@ -291,6 +292,7 @@ impl Session {
             Some(&self.listener),
             Some(asker),
             Resumable::No,
+            Parent::from_meta(&context.meta),
         )
         .await
         {
@@ -342,6 +344,7 @@ impl Session {
                 Some(replay) => Resumable::Replay(Box::new(replay)),
                 None => Resumable::Record,
             },
+            Parent::from_meta(&context.meta),
         )
         .await
         {
@@ -885,6 +888,37 @@ impl ServerHandler for Session {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    /// `runbyte/metrics` (see [`telemetry::METRICS_METHOD`]): the metrics as OpenMetrics text,
+    /// `{"contentType": …, "text": …}`; a method-not-found error when `[telemetry] metrics` is
+    /// off, as for any other unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let metrics = self
+            .gateway
+            .telemetry
+            .metrics()
+            .filter(|_| request.method == telemetry::METRICS_METHOD);
+        let Some(metrics) = metrics else {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("unknown method `{}`", request.method),
+                None,
+            ));
+        };
+        let servers = self.gateway.hub.servers().await;
+        let text = metrics.render(
+            servers
+                .iter()
+                .map(|server| (server.name.as_str(), server.status.label())),
+        );
+        Ok(CustomResult::new(
+            json!({"contentType": telemetry::CONTENT_TYPE, "text": text}),
+        ))
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -910,6 +944,7 @@ impl ServerHandler for Session {
                     asker,
                     (&target.0, &target.1),
                     args,
+                    Parent::from_meta(&context.meta),
                 )
                 .await;
                 return Ok(match called {

@@ -48,6 +48,7 @@ const NORMAL_TOOLS: &[&str] = &[
     "spawn_grandchild",
     "hang",
     "cancelled_count",
+    "meta",
     "ask",
 ];
 
@@ -185,6 +186,7 @@ async fn run(
             return Err(ErrorData::internal_error("hang: cancelled", None));
         }
         "cancelled_count" => Ok(text(state.cancelled_count().to_string())),
+        "meta" => Ok(text(Value::Object(context.meta.0.0.clone()).to_string())),
         "storm" if state.settings.has(crate::cli::Mode::Storm) => {
             match args.u64("count", MAX_STORM) {
                 Ok(count) => {

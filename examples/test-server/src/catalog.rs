@@ -267,6 +267,13 @@ fn normal_tools() -> Vec<Tool> {
         )
         .with_annotations(read_only()),
         Tool::new(
+            "meta",
+            "Returns the request's `_meta` as JSON text (a trace context sent with the call \
+             shows there).",
+            no_arguments(),
+        )
+        .with_annotations(read_only()),
+        Tool::new(
             "ask",
             "Asks the client `message` mid-call (kind \"elicit\", the default: a form \
              elicitation with one string `answer`; kind \"sample\": a sampling request) and \

@@ -13,7 +13,8 @@
 //!
 //! `GET /healthz` (liveness) and `GET /readyz` (readiness: 503 once the listener is closing)
 //! answer without a token or an allowed `Host`, and say nothing but that; they never reach the
-//! host or a downstream server.
+//! host or a downstream server. `GET /metrics` passes the same checks as MCP requests and
+//! answers the host's metrics (see [`metrics`]; 404 while `[telemetry] metrics` is off).
 //!
 //! A session starts with an `initialize` POST (its answer carries `Mcp-Session-Id`, 128 random
 //! bits); every later request must carry that id (missing: 400; unknown or ended: 404).
@@ -35,6 +36,7 @@
 // Refusals are returned as the HTTP answer itself (`Err(Response)`), as in `server`.
 #![allow(clippy::result_large_err)]
 
+mod metrics;
 mod modern;
 mod session;
 
@@ -194,20 +196,26 @@ impl Handler for State {
             Ok(origin) => origin,
             Err(answer) => return answer,
         };
-        let response = if request.uri().path() != self.path {
-            server::error_status(
-                StatusCode::NOT_FOUND,
-                jsonrpc::TRANSPORT_ERROR,
-                &format!("no MCP endpoint here; it is {}", self.path),
-            )
-        } else {
-            match *request.method() {
-                Method::POST => self.post(request, peer).await,
-                Method::GET => self.get(request.headers()),
-                Method::DELETE => self.delete(request.headers()),
-                _ => server::method_not_allowed(METHODS),
-            }
-        };
+        let response =
+            if request.uri().path() == metrics::METRICS_PATH && request.uri().path() != self.path {
+                match *request.method() {
+                    Method::GET => self.metrics(peer).await,
+                    _ => server::method_not_allowed("GET, OPTIONS"),
+                }
+            } else if request.uri().path() != self.path {
+                server::error_status(
+                    StatusCode::NOT_FOUND,
+                    jsonrpc::TRANSPORT_ERROR,
+                    &format!("no MCP endpoint here; it is {}", self.path),
+                )
+            } else {
+                match *request.method() {
+                    Method::POST => self.post(request, peer).await,
+                    Method::GET => self.get(request.headers()),
+                    Method::DELETE => self.delete(request.headers()),
+                    _ => server::method_not_allowed(METHODS),
+                }
+            };
         server::with_cors(response, origin.as_ref())
     }
 }

@@ -18,7 +18,7 @@ use crate::common::{
     try_call,
 };
 
-const NORMAL_TOOLS: [&str; 19] = [
+const NORMAL_TOOLS: [&str; 20] = [
     "echo",
     "add",
     "slow",
@@ -37,6 +37,7 @@ const NORMAL_TOOLS: [&str; 19] = [
     "spawn_grandchild",
     "hang",
     "cancelled_count",
+    "meta",
     "ask",
 ];
 
