@@ -76,7 +76,8 @@ pub async fn prepare(
                 .filter(|(name, _)| !runtime.config.exposure(name).in_code())
                 .map(|(name, _)| name.clone())
                 .collect(),
-        ),
+        )
+        .with_inference(runtime.inferred.clone()),
     );
     Ok(Prepared { id, limits, bridge })
 }

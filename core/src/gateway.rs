@@ -13,6 +13,7 @@ use crate::{
     config::Config,
     exe::runbyte_exe,
     hub::{Hub, Transports},
+    infer::Inferred,
     plugin::{self, PluginError, PluginSearch, PolicyPlugin},
     relay::Paused,
     sandbox::{Sandbox, SandboxOptions},
@@ -55,6 +56,8 @@ pub struct Gateway {
     pub policies: Vec<PolicyPlugin>,
     /// The audit log, when one is configured.
     pub audit: Option<AuditLog>,
+    /// What was learned of untyped tools' results, when the gateway serves the VFS.
+    pub inferred: Option<Arc<Inferred>>,
     sandbox: std::sync::OnceLock<Arc<Sandbox>>,
     paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
     ready: watch::Receiver<bool>,
@@ -114,8 +117,16 @@ impl Gateway {
             .filter(|(name, _)| config.exposure(name).in_code())
             .map(|(name, _)| name.clone())
             .collect();
-        let codegen =
-            dialect.map(|dialect| CodegenDriver::new(dialect, hub.clone(), vfs.clone(), &code));
+        // Only a gateway that serves the VFS shows inferred types, so only it records them.
+        let inferred = dialect.as_ref().map(|_| {
+            Arc::new(Inferred::new(
+                &config,
+                crate::infer::default_dir().as_deref(),
+            ))
+        });
+        let codegen = dialect.map(|dialect| {
+            CodegenDriver::new(dialect, hub.clone(), vfs.clone(), &code, inferred.clone())
+        });
         let (ready_tx, ready) = watch::channel(false);
         Arc::new(Gateway {
             config: Arc::new(config),
@@ -126,6 +137,7 @@ impl Gateway {
             codegen,
             policies,
             audit,
+            inferred,
             sandbox: std::sync::OnceLock::new(),
             paused: std::sync::OnceLock::new(),
             ready,

@@ -18,6 +18,7 @@ mod exe;
 mod execute;
 pub mod gateway;
 pub mod hub;
+pub mod infer;
 mod logging;
 pub mod plugin;
 mod policy;

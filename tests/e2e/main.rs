@@ -11,6 +11,7 @@ mod eras;
 mod execute;
 mod hostile;
 mod hub;
+mod infer;
 mod install;
 mod listeners;
 mod plugins;

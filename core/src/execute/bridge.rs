@@ -73,6 +73,8 @@ pub struct HubBridge {
     replay: Option<Arc<Replaying>>,
     /// Servers exposed to clients directly only (`expose = "direct"`): not to programs.
     direct_only: Vec<String>,
+    /// Where the shapes of untyped tools' results are recorded.
+    inferred: Option<Arc<crate::infer::Inferred>>,
 }
 
 /// Whether (and how) an execution can resume on another process by replay.
@@ -344,7 +346,14 @@ impl HubBridge {
             journal,
             replay,
             direct_only: Vec::new(),
+            inferred: None,
         }
+    }
+
+    /// Records the shapes of untyped tools' results in `inferred`.
+    pub fn with_inference(mut self, inferred: Option<Arc<crate::infer::Inferred>>) -> Self {
+        self.inferred = inferred;
+        self
     }
 
     /// Refuses programs' calls to these servers (exposed to clients directly only).
@@ -389,6 +398,7 @@ impl HubBridge {
 
     async fn call_tool(
         hub: Hub,
+        inferred: Option<Arc<crate::infer::Inferred>>,
         policies: Vec<Judge>,
         asker: Option<Arc<dyn Asker>>,
         (session, execution): (&str, &str),
@@ -433,7 +443,11 @@ impl HubBridge {
             .call(&call.server, &call.tool, call.arguments, options)
             .await
             .map_err(|e| e.to_string())?;
-        map_result(&call.server, &call.tool, result)
+        let value = map_result(&call.server, &call.tool, result)?;
+        if let Some(inferred) = inferred {
+            inferred.record(&call.server, &spec, &value);
+        }
+        Ok(value)
     }
 }
 
@@ -491,6 +505,7 @@ impl ToolBridge for HubBridge {
             return Box::pin(std::future::ready(replayed));
         }
         let audit = self.audit.clone();
+        let inferred = self.inferred.clone();
         let execution = self.execution.clone();
         let journal = self.journal.clone();
         let asker = self.asker.clone().map(|inner| -> Arc<dyn Asker> {
@@ -519,6 +534,7 @@ impl ToolBridge for HubBridge {
             // program (or the audit log) sees it.
             let result = Self::call_tool(
                 hub,
+                inferred,
                 policies,
                 asker,
                 (session.as_str(), execution.as_str()),
