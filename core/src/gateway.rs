@@ -58,6 +58,8 @@ pub struct Gateway {
     pub audit: Option<AuditLog>,
     /// What was learned of untyped tools' results, when the gateway serves the VFS.
     pub inferred: Option<Arc<Inferred>>,
+    /// Each client session's token totals.
+    pub tokens: crate::tokens::Ledger,
     sandbox: std::sync::OnceLock<Arc<Sandbox>>,
     paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
     ready: watch::Receiver<bool>,
@@ -138,6 +140,7 @@ impl Gateway {
             policies,
             audit,
             inferred,
+            tokens: crate::tokens::Ledger::default(),
             sandbox: std::sync::OnceLock::new(),
             paused: std::sync::OnceLock::new(),
             ready,
@@ -243,6 +246,10 @@ impl Gateway {
     /// Connects every server and generates the VFS; then keeps the VFS in step. Returns once
     /// the first round is done (each server connected or failed).
     pub async fn start(self: &Arc<Self>) {
+        if self.codegen.is_some() {
+            // The tokenizer's tables take a moment to load: not on the first execution's path.
+            tokio::task::spawn_blocking(crate::tokens::warm);
+        }
         self.hub.start().await;
         if let Some(codegen) = &self.codegen {
             let events = self.hub.subscribe();

@@ -28,5 +28,7 @@ mod relay;
 pub mod sandbox;
 mod server;
 mod state_store;
+mod stats;
 mod text;
+pub mod tokens;
 mod vfs;

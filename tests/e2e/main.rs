@@ -22,5 +22,6 @@ mod serve;
 mod sessions;
 mod shutdown;
 mod thirdparty;
+mod tokens;
 mod trust;
 mod vfs;

@@ -75,6 +75,8 @@ pub struct HubBridge {
     direct_only: Vec<String>,
     /// Where the shapes of untyped tools' results are recorded.
     inferred: Option<Arc<crate::infer::Inferred>>,
+    /// The tokens of the results the program read, being counted.
+    tokens: Arc<crate::tokens::Pending>,
 }
 
 /// Whether (and how) an execution can resume on another process by replay.
@@ -347,7 +349,14 @@ impl HubBridge {
             replay,
             direct_only: Vec::new(),
             inferred: None,
+            tokens: Arc::default(),
         }
+    }
+
+    /// The tokens the tool results of this execution would have cost the model through direct
+    /// calls, by server, once every count is done.
+    pub async fn consumed(&self) -> std::collections::BTreeMap<String, crate::tokens::Count> {
+        self.tokens.by_server().await
     }
 
     /// Records the shapes of untyped tools' results in `inferred`.
@@ -398,7 +407,10 @@ impl HubBridge {
 
     async fn call_tool(
         hub: Hub,
-        inferred: Option<Arc<crate::infer::Inferred>>,
+        (inferred, tokens): (
+            Option<Arc<crate::infer::Inferred>>,
+            Arc<crate::tokens::Pending>,
+        ),
         policies: Vec<Judge>,
         asker: Option<Arc<dyn Asker>>,
         (session, execution): (&str, &str),
@@ -443,6 +455,7 @@ impl HubBridge {
             .call(&call.server, &call.tool, call.arguments, options)
             .await
             .map_err(|e| e.to_string())?;
+        tokens.add(&call.server, &result);
         let value = map_result(&call.server, &call.tool, result)?;
         if let Some(inferred) = inferred {
             inferred.record(&call.server, &spec, &value);
@@ -506,6 +519,7 @@ impl ToolBridge for HubBridge {
         }
         let audit = self.audit.clone();
         let inferred = self.inferred.clone();
+        let tokens = self.tokens.clone();
         let execution = self.execution.clone();
         let journal = self.journal.clone();
         let asker = self.asker.clone().map(|inner| -> Arc<dyn Asker> {
@@ -534,7 +548,7 @@ impl ToolBridge for HubBridge {
             // program (or the audit log) sees it.
             let result = Self::call_tool(
                 hub,
-                inferred,
+                (inferred, tokens),
                 policies,
                 asker,
                 (session.as_str(), execution.as_str()),
