@@ -115,7 +115,11 @@ fn depth_fields_keys_and_size_are_bounded() {
     // A megabyte answer costs what its first elements cost: the time of 200,000 elements is
     // that of 32 (a loose bound: a debug build on a loaded machine).
     let huge = Value::Array((0..200_000).map(|i| json!({"i": i, "s": "x"})).collect());
-    let small = Value::Array((0..MAX_SAMPLED).map(|i| json!({"i": i, "s": "x"})).collect());
+    let small = Value::Array(
+        (0..MAX_SAMPLED)
+            .map(|i| json!({"i": i, "s": "x"}))
+            .collect(),
+    );
     let time = |value: &Value| {
         let started = std::time::Instant::now();
         for _ in 0..20 {
@@ -124,7 +128,10 @@ fn depth_fields_keys_and_size_are_bounded() {
         started.elapsed()
     };
     let (huge, small) = (time(&huge), time(&small));
-    assert!(huge < small * 20 + std::time::Duration::from_millis(20), "{huge:?} vs {small:?}");
+    assert!(
+        huge < small * 20 + std::time::Duration::from_millis(20),
+        "{huge:?} vs {small:?}"
+    );
 
     // Past the node bound, the whole shape is unknown.
     let fields: serde_json::Map<String, Value> = (0..MAX_FIELDS)
