@@ -6,6 +6,11 @@
 //!
 //! Compare `hub_1000_sequential_calls` with `bare_rmcp_1000_sequential_calls` (the same `echo`
 //! calls to the same kind of server): their ratio is the Hub's overhead.
+//!
+//! Compare `get_issue_100_calls_recorded` with `get_issue_100_calls` (a tool without an
+//! `outputSchema` that answers JSON text, its answer parsed as the bridge does): their ratio is
+//! what inferring its result type costs a call. `record_one_issue` is that cost alone.
+//! `get_issue_100_calls_recorded_and_counted` adds counting each answer's tokens.
 
 #![allow(clippy::unwrap_used)]
 
@@ -19,7 +24,7 @@ use rmcp::{
     RoleClient, ServiceExt, model::CallToolRequestParams, service::RunningService,
     transport::TokioChildProcess,
 };
-use runbyte_core::{config::Config, gateway::Gateway, hub::CallOptions};
+use runbyte_core::{config::Config, gateway::Gateway, hub::CallOptions, infer::Inferred};
 use serde_json::json;
 
 fn main() {
@@ -97,6 +102,89 @@ fn bare_rmcp_1000_sequential_calls() {
             peer.call_tool(params).await.unwrap();
         }
     });
+}
+
+/// What the bridge does with an untyped tool's answer: its text parsed as JSON.
+fn issue_value(result: rmcp::model::CallToolResult) -> serde_json::Value {
+    let text = &result.content[0].as_text().unwrap().text;
+    serde_json::from_str(text).unwrap()
+}
+
+static INFERRED: LazyLock<Inferred> = LazyLock::new(|| Inferred::new(&HUB.config, None));
+
+/// 100 calls of `get_issue` (no `outputSchema`, JSON text), each answer parsed...
+#[divan::bench(sample_count = 20)]
+fn get_issue_100_calls() {
+    let hub = &HUB.hub;
+    TOKIO.block_on(async {
+        for id in 0..100u64 {
+            let args = json!({"id": id % 8 + 1});
+            let result = hub
+                .call("demo", "get_issue", args, CallOptions::default())
+                .await;
+            divan::black_box(issue_value(result.unwrap()));
+        }
+    });
+}
+
+/// ...and the same with each answer's shape recorded, as a program's calls are.
+#[divan::bench(sample_count = 20)]
+fn get_issue_100_calls_recorded() {
+    let hub = &HUB.hub;
+    let inferred = &*INFERRED;
+    TOKIO.block_on(async {
+        let tool = hub.tool("demo", "get_issue").await.unwrap();
+        for id in 0..100u64 {
+            let args = json!({"id": id % 8 + 1});
+            let result = hub
+                .call("demo", "get_issue", args, CallOptions::default())
+                .await;
+            let value = issue_value(result.unwrap());
+            inferred.record("demo", &tool, &value);
+            divan::black_box(value);
+        }
+    });
+}
+
+/// ...and the same with each answer's tokens counted too, as a program's calls are (on blocking
+/// threads; the counts awaited at the end, as an execution's are before its summary).
+#[divan::bench(sample_count = 20)]
+fn get_issue_100_calls_recorded_and_counted() {
+    let hub = &HUB.hub;
+    let inferred = &*INFERRED;
+    runbyte_core::tokens::warm();
+    TOKIO.block_on(async {
+        let tool = hub.tool("demo", "get_issue").await.unwrap();
+        let pending = runbyte_core::tokens::Pending::default();
+        for id in 0..100u64 {
+            let args = json!({"id": id % 8 + 1});
+            let result = hub.call("demo", "get_issue", args, CallOptions::default());
+            let result = result.await.unwrap();
+            pending.add("demo", &result);
+            let value = issue_value(result);
+            inferred.record("demo", &tool, &value);
+            divan::black_box(value);
+        }
+        divan::black_box(pending.by_server().await);
+    });
+}
+
+/// Recording one `get_issue` answer's shape: the walk, the merge, the lock.
+#[divan::bench]
+fn record_one_issue(bencher: divan::Bencher) {
+    let hub = &HUB.hub;
+    let inferred = &*INFERRED;
+    let (tool, value) = TOKIO.block_on(async {
+        let tool = hub.tool("demo", "get_issue").await.unwrap();
+        let result = hub.call(
+            "demo",
+            "get_issue",
+            json!({"id": 1}),
+            CallOptions::default(),
+        );
+        (tool, issue_value(result.await.unwrap()))
+    });
+    bencher.bench(|| inferred.record("demo", &tool, divan::black_box(&value)));
 }
 
 /// 100 concurrent calls to a tool that sleeps 100 ms: the target is under 300 ms.

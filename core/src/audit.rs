@@ -26,6 +26,14 @@ struct Inner {
     secrets: Secrets,
 }
 
+/// An execution's tokens as the audit log records them (`runbyte stats` reads them back).
+pub struct ExecutionTokens {
+    /// What its answer cost and what the tool results it read cost.
+    pub accounting: crate::tokens::Accounting,
+    /// The tool results' tokens by server.
+    pub by_server: std::collections::BTreeMap<String, crate::tokens::Count>,
+}
+
 impl AuditLog {
     /// Opens (appending, creating) the configured audit file, if there is one.
     pub fn from_config(config: &Config) -> Result<Option<AuditLog>, String> {
@@ -114,7 +122,7 @@ impl AuditLog {
         }));
     }
 
-    /// One execution.
+    /// One execution, with its tokens when they were counted.
     pub fn execution(
         &self,
         session: &str,
@@ -122,8 +130,9 @@ impl AuditLog {
         duration: Duration,
         calls: u32,
         error: Option<&str>,
+        tokens: Option<&ExecutionTokens>,
     ) {
-        self.write(json!({
+        let mut record = json!({
             "event": "execution",
             "session": session,
             "execution": execution,
@@ -131,7 +140,16 @@ impl AuditLog {
             "tool_calls": calls,
             "outcome": if error.is_some() { "error" } else { "ok" },
             "error": error,
-        }));
+        });
+        if let Some(tokens) = tokens {
+            record["tokens"] = json!({
+                "encoding": crate::tokens::ENCODING,
+                "returned": tokens.accounting.returned,
+                "consumed": tokens.accounting.consumed,
+                "consumed_by_server": tokens.by_server,
+            });
+        }
+        self.write(record);
     }
 }
 
@@ -160,7 +178,7 @@ mod tests {
             Duration::from_millis(12),
             Some(&error),
         );
-        log.execution("s1", "x1", Duration::from_millis(40), 1, None);
+        log.execution("s1", "x1", Duration::from_millis(40), 1, None, None);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains("tok-123456"), "{text}");
         // A secret holding `"` or `\` is caught as it reads inside the JSON line.
@@ -191,7 +209,7 @@ mod tests {
         // An existing log others can read is still used (with a warning), and left as it is.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let log = AuditLog::open(&path, Secrets::default()).unwrap();
-        log.execution("s", "x", Duration::from_millis(1), 0, None);
+        log.execution("s", "x", Duration::from_millis(1), 0, None, None);
         assert_eq!(mode(&path), 0o644);
         assert!(std::fs::read_to_string(&path).unwrap().contains("\"s\""));
         let _ = std::fs::remove_file(&path);

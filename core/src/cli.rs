@@ -124,6 +124,13 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<SkillsAction>,
     },
+    /// Totals from the audit log: executions, tool calls, and the tokens executions returned
+    /// against those of the tool results they read, per server.
+    Stats {
+        /// The audit log (default: `[server] audit-log`).
+        #[arg(long)]
+        audit: Option<PathBuf>,
+    },
     /// Call one downstream tool and print its result.
     Call {
         /// The server's name.
@@ -204,6 +211,7 @@ pub fn main() -> ExitCode {
                 calls,
             } => probe(config, &url, &protocol, calls.as_deref()).await,
             Command::Exec { file } => exec(config, &file).await,
+            Command::Stats { audit } => stats(&config, audit),
             Command::Ls { path, descriptions } => {
                 vfs_command(config, |snapshot| {
                     snapshot
@@ -309,6 +317,24 @@ fn block_on_with(threads: Option<usize>, future: impl Future<Output = ExitCode>)
 fn fail(message: &str) -> ExitCode {
     eprintln!("error: {}", crate::redact::redact(message));
     ExitCode::FAILURE
+}
+
+fn stats(config: &Config, audit: Option<PathBuf>) -> ExitCode {
+    let Some(path) = audit.or_else(|| config.server.audit_log.clone()) else {
+        return fail(
+            "no audit log: name one with --audit, or set `[server] audit-log` in the configuration",
+        );
+    };
+    match crate::stats::Stats::read(&path) {
+        Ok(stats) => {
+            print!("{}", stats.render(&path));
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(&format!(
+            "cannot read the audit log {}: {error}",
+            path.display()
+        )),
+    }
 }
 
 fn import(file: &PathBuf) -> ExitCode {

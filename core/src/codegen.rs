@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::{
     hub::{Hub, HubEvent, Status},
+    infer::{INFERRED_KEY, Inferred},
     plugin::CodegenPlugin,
     vfs::{File, FolderStatus, ServerFolder, Snapshot, ToolEntry, Vfs},
 };
@@ -85,12 +86,24 @@ pub struct CodegenDriver {
     extension: Extension,
     /// Whether a task already follows the Hub's events.
     following: std::sync::atomic::AtomicBool,
+    /// What was learned of untyped tools' results, shown as their result types.
+    inferred: Option<Arc<Inferred>>,
 }
+
+/// How long the driver waits after an inferred shape changed before it regenerates, so that a
+/// program's burst of calls costs one regeneration (and one save).
+const INFERRED_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl CodegenDriver {
     /// A driver for the Hub's servers named in `code` (those exposed to programs), writing
     /// into `vfs`.
-    pub fn new(dialect: CodegenPlugin, hub: Hub, vfs: Arc<Vfs>, code: &[String]) -> Arc<Self> {
+    pub fn new(
+        dialect: CodegenPlugin,
+        hub: Hub,
+        vfs: Arc<Vfs>,
+        code: &[String],
+        inferred: Option<Arc<Inferred>>,
+    ) -> Arc<Self> {
         let names: Vec<String> = hub
             .server_names()
             .into_iter()
@@ -106,6 +119,7 @@ impl CodegenDriver {
             generation: std::sync::atomic::AtomicU64::new(0),
             extension: Extension::default(),
             following: std::sync::atomic::AtomicBool::new(false),
+            inferred,
         });
         // Inside a runtime (always, but for unit tests that build one by hand), follow the Hub
         // now: the first snapshot does not wait for any server.
@@ -119,8 +133,71 @@ impl CodegenDriver {
                 follower.rebuild_all().await;
                 follower.follow(events).await;
             });
+            if let Some(changes) = driver.inferred.as_ref().and_then(|i| i.take_changes()) {
+                runtime.spawn(Self::follow_inferred(Arc::downgrade(&driver), changes));
+            }
         }
         driver
+    }
+
+    /// Regenerates (and saves) the servers whose inferred result types changed, a short settle
+    /// after the first change of a burst.
+    async fn follow_inferred(
+        driver: std::sync::Weak<Self>,
+        mut changes: tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        while let Some(first) = changes.recv().await {
+            tokio::time::sleep(INFERRED_SETTLE).await;
+            let servers = crate::infer::drain(first, &mut changes);
+            let Some(driver) = driver.upgrade() else {
+                return;
+            };
+            let servers: Vec<String> = servers.into_iter().collect();
+            driver.regenerate(&servers).await;
+            if let Some(inferred) = driver.inferred.clone() {
+                let saving = tokio::task::spawn_blocking(move || {
+                    for server in &servers {
+                        inferred.save(server);
+                    }
+                });
+                let _ = saving.await;
+            }
+        }
+    }
+
+    /// The tools as the dialect sees them: an untyped tool with inferred results gets them as
+    /// its `outputSchema`, marked [`INFERRED_KEY`]; a server's own schema never carries that
+    /// mark (a server cannot pass its schema off as inferred).
+    fn with_inferred(&self, server: &str, tools: Arc<Vec<Tool>>) -> Arc<Vec<Tool>> {
+        let marked = |tool: &Tool| {
+            tool.output_schema
+                .as_ref()
+                .is_some_and(|schema| schema.contains_key(INFERRED_KEY))
+        };
+        let inferred = self.inferred.as_deref();
+        let shown: Vec<Option<serde_json::Map<String, Value>>> = tools
+            .iter()
+            .map(|tool| inferred.and_then(|inferred| inferred.schema_for(server, tool)))
+            .collect();
+        if shown.iter().all(Option::is_none) && !tools.iter().any(marked) {
+            return tools;
+        }
+        let tools = tools
+            .iter()
+            .zip(shown)
+            .map(|(tool, schema)| {
+                let mut tool = tool.clone();
+                if let Some(schema) = schema {
+                    tool.output_schema = Some(Arc::new(schema));
+                } else if marked(&tool)
+                    && let Some(own) = tool.output_schema.as_mut()
+                {
+                    Arc::make_mut(own).remove(INFERRED_KEY);
+                }
+                tool
+            })
+            .collect();
+        Arc::new(tools)
     }
 
     /// The dialect in use.
@@ -236,6 +313,7 @@ impl CodegenDriver {
         tools: Arc<Vec<Tool>>,
         warnings: &[String],
     ) -> Result<ServerFiles, String> {
+        let tools = self.with_inferred(server, tools);
         let request = CodegenRequest::Server(ServerRequest {
             server: server.to_owned(),
             folder: folder.to_owned(),

@@ -17,7 +17,9 @@ use runbyte_plugin_api::wire::LimitsContext;
 #[cfg(test)]
 use bridge::map_result;
 pub use bridge::{HubBridge, Replaying, Resumable};
+#[cfg(test)]
 pub use render::render;
+use render::render_with;
 
 use crate::{
     sandbox::Limits,
@@ -95,7 +97,8 @@ pub async fn prepare(
                 .map(|(name, _)| name.clone())
                 .collect(),
         )
-        .with_telemetry(runtime.telemetry.clone(), span.context()),
+        .with_telemetry(runtime.telemetry.clone(), span.context())
+        .with_inference(runtime.inferred.clone()),
     );
     Ok(Prepared {
         id,
@@ -175,16 +178,6 @@ pub async fn run(
             client: session.to_owned(),
         })
         .await;
-    if let Some(audit) = &runtime.audit {
-        let error = outcome.result.as_ref().err().map(|e| e.message.as_str());
-        audit.execution(
-            session,
-            &prepared.id,
-            outcome.duration,
-            outcome.calls,
-            error,
-        );
-    }
     tracing::info!(
         session,
         execution = %prepared.id,
@@ -203,7 +196,34 @@ pub async fn run(
             .telemetry
             .execution_done(span, end, outcome.duration);
     }
-    render(outcome, prepared.limits.max_output_bytes)
+    let (duration, calls) = (outcome.duration, outcome.calls);
+    let error = outcome.result.as_ref().err().map(|e| e.message.clone());
+    let by_server = prepared.bridge.consumed().await;
+    let consumed = by_server
+        .values()
+        .fold(crate::tokens::Count::default(), |sum, count| sum + *count);
+    let add_to_session = |accounting| runtime.tokens.add(session, &accounting);
+    let tokens = render::Tokens {
+        consumed,
+        session: &add_to_session,
+    };
+    let (rendered, accounting) =
+        render_with(outcome, prepared.limits.max_output_bytes, Some(tokens));
+    if let Some(audit) = &runtime.audit {
+        let tokens = accounting.map(|accounting| crate::audit::ExecutionTokens {
+            accounting,
+            by_server,
+        });
+        audit.execution(
+            session,
+            &prepared.id,
+            duration,
+            calls,
+            error.as_deref(),
+            tokens.as_ref(),
+        );
+    }
+    rendered
 }
 
 /// How a call that reached the Hub ended.

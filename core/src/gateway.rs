@@ -13,6 +13,7 @@ use crate::{
     config::Config,
     exe::runbyte_exe,
     hub::{Hub, Transports},
+    infer::Inferred,
     plugin::{self, PluginError, PluginSearch, PolicyPlugin},
     relay::Paused,
     sandbox::{Sandbox, SandboxOptions},
@@ -63,6 +64,10 @@ pub struct Gateway {
     pub skills: crate::skills::Skills,
     /// Traces and metrics (all off unless `[telemetry]` turns them on).
     pub telemetry: Telemetry,
+    /// What was learned of untyped tools' results, when the gateway serves the VFS.
+    pub inferred: Option<Arc<Inferred>>,
+    /// Each client session's token totals.
+    pub tokens: crate::tokens::Ledger,
     sandbox: std::sync::OnceLock<Arc<Sandbox>>,
     paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
     ready: watch::Receiver<bool>,
@@ -127,8 +132,16 @@ impl Gateway {
             .filter(|(name, _)| config.exposure(name).in_code())
             .map(|(name, _)| name.clone())
             .collect();
-        let codegen =
-            dialect.map(|dialect| CodegenDriver::new(dialect, hub.clone(), vfs.clone(), &code));
+        // Only a gateway that serves the VFS shows inferred types, so only it records them.
+        let inferred = dialect.as_ref().map(|_| {
+            Arc::new(Inferred::new(
+                &config,
+                crate::infer::default_dir().as_deref(),
+            ))
+        });
+        let codegen = dialect.map(|dialect| {
+            CodegenDriver::new(dialect, hub.clone(), vfs.clone(), &code, inferred.clone())
+        });
         let (ready_tx, ready) = watch::channel(false);
         let skills = crate::skills::Skills::new(config.server.skills_dir.as_deref());
         Arc::new(Gateway {
@@ -142,6 +155,8 @@ impl Gateway {
             policies,
             audit,
             telemetry,
+            inferred,
+            tokens: crate::tokens::Ledger::default(),
             sandbox: std::sync::OnceLock::new(),
             paused: std::sync::OnceLock::new(),
             ready,
@@ -285,6 +300,8 @@ impl Gateway {
     pub async fn start(self: &Arc<Self>) {
         if self.codegen.is_some() {
             self.refresh_skills();
+            // The tokenizer's tables take a moment to load: not on the first execution's path.
+            tokio::task::spawn_blocking(crate::tokens::warm);
         }
         self.hub.start().await;
         if let Some(codegen) = &self.codegen {

@@ -50,7 +50,10 @@ async fn a_program_calls_two_servers_concurrently_and_returns_a_small_result() {
         text.contains("--- console ---\nlooked at 8 issues"),
         "{text}"
     );
-    assert!(text.contains(" · 6 tool calls · 0 failed ---"), "{text}");
+    assert!(
+        text.contains(" · 6 tool calls · 0 failed · o200k_base tokens: "),
+        "{text}"
+    );
     client.cancel().await.unwrap();
 }
 

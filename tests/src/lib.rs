@@ -105,6 +105,7 @@ pub fn run(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env_remove("RUNBYTE_CONFIG")
         .env("RUNBYTE_LOG", "warn")
+        .env("XDG_STATE_HOME", dir.join("state"))
         .output()
         .unwrap();
     Output {
@@ -307,14 +308,16 @@ impl Drop for Background {
     }
 }
 
-/// An MCP client (rmcp) connected over stdio to `runbyte serve` started in `dir`.
+/// An MCP client (rmcp) connected over stdio to `runbyte serve` started in `dir`. Its state
+/// folder (`XDG_STATE_HOME`: inferred result types) is `dir/state`, so tests never share it.
 pub async fn client(dir: &TempDir) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     use rmcp::ServiceExt;
     let mut command = tokio::process::Command::new(runbyte());
     command
         .arg("serve")
         .current_dir(dir.path())
-        .env("RUNBYTE_LOG", "warn");
+        .env("RUNBYTE_LOG", "warn")
+        .env("XDG_STATE_HOME", dir.path().join("state"));
     ().serve(rmcp::transport::TokioChildProcess::new(command).unwrap())
         .await
         .unwrap()
@@ -413,6 +416,7 @@ impl Served {
             .current_dir(dir.path())
             .env("RUNBYTE_LOG", "warn")
             .envs(env.iter().copied())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -513,6 +517,7 @@ impl JsonLines {
             .arg("serve")
             .current_dir(dir.path())
             .env("RUNBYTE_LOG", "warn")
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()

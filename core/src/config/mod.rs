@@ -130,6 +130,15 @@ pub struct ServerSection {
     /// `direct` or `both`.
     #[serde(default)]
     pub expose: Expose,
+    /// Whether the result types of tools that publish no `outputSchema` are inferred from
+    /// their calls unless a server says otherwise (default: yes). Only shapes are kept (types,
+    /// field names), never values, in `$XDG_STATE_HOME/runbyte/inferred`.
+    #[serde(default = "default_true")]
+    pub infer_results: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// How a server's tools reach clients.
@@ -170,6 +179,7 @@ impl Default for ServerSection {
             expose: Expose::Code,
             audit_log: None,
             skills_dir: None,
+            infer_results: true,
         }
     }
 }
@@ -369,6 +379,9 @@ pub struct ServerConfig {
     /// 64 MiB for stdio, 16 MiB for http and sse). A larger answer fails its call with an error
     /// naming this limit.
     pub max_message_bytes: Option<usize>,
+    /// Whether its untyped tools' result types are inferred from their calls (default:
+    /// `[server] infer-results`).
+    pub infer_results: Option<bool>,
 }
 
 impl ServerConfig {
@@ -648,6 +661,14 @@ impl Config {
             .get(name)
             .and_then(|server| server.expose)
             .unwrap_or(self.server.expose)
+    }
+
+    /// Whether server `name`'s untyped tools get result types inferred from their calls.
+    pub fn infers_results(&self, name: &str) -> bool {
+        self.servers
+            .get(name)
+            .and_then(|server| server.infer_results)
+            .unwrap_or(self.server.infer_results)
     }
 
     /// The enabled servers whose tools are exposed directly, with the prefix of their names.

@@ -79,6 +79,10 @@ pub struct HubBridge {
     telemetry: Telemetry,
     /// The execution's trace context: each call's span is its child.
     trace: opentelemetry::Context,
+    /// Where the shapes of untyped tools' results are recorded.
+    inferred: Option<Arc<crate::infer::Inferred>>,
+    /// The tokens of the results the program read, being counted.
+    tokens: Arc<crate::tokens::Pending>,
 }
 
 /// Whether (and how) an execution can resume on another process by replay.
@@ -352,6 +356,8 @@ impl HubBridge {
             direct_only: Vec::new(),
             telemetry: Telemetry::default(),
             trace: opentelemetry::Context::new(),
+            inferred: None,
+            tokens: Arc::default(),
         }
     }
 
@@ -359,6 +365,18 @@ impl HubBridge {
     pub fn with_telemetry(mut self, telemetry: Telemetry, trace: opentelemetry::Context) -> Self {
         self.telemetry = telemetry;
         self.trace = trace;
+        self
+    }
+
+    /// The tokens the tool results of this execution would have cost the model through direct
+    /// calls, by server, once every count is done.
+    pub async fn consumed(&self) -> std::collections::BTreeMap<String, crate::tokens::Count> {
+        self.tokens.by_server().await
+    }
+
+    /// Records the shapes of untyped tools' results in `inferred`.
+    pub fn with_inference(mut self, inferred: Option<Arc<crate::infer::Inferred>>) -> Self {
+        self.inferred = inferred;
         self
     }
 
@@ -409,8 +427,13 @@ impl HubBridge {
         (session, execution): (&str, &str),
         position: Position,
         call: ToolCall,
-        (trace, outcome): (opentelemetry::Context, &mut CallOutcome),
+        (watch, outcome): (Watch, &mut CallOutcome),
     ) -> Result<Value, String> {
+        let Watch {
+            inferred,
+            tokens,
+            trace,
+        } = watch;
         // A program's `readResource` (./servers/resources): judged as a call of this name.
         let reads_resource = call.tool == crate::hub::READ_RESOURCE;
         let spec = if reads_resource {
@@ -463,8 +486,22 @@ impl HubBridge {
             .with_context(trace)
             .await;
         *outcome = super::call_outcome(&answer);
-        map_result(&call.server, &call.tool, answer.map_err(|e| e.to_string())?)
+        let result = answer.map_err(|e| e.to_string())?;
+        tokens.add(&call.server, &result);
+        let value = map_result(&call.server, &call.tool, result)?;
+        if let (Some(inferred), Some(spec)) = (inferred, &spec) {
+            inferred.record(&call.server, spec, &value);
+        }
+        Ok(value)
     }
+}
+
+/// What watches one call besides the audit log: the shapes of untyped results, the tokens of
+/// every result, and the trace the call's span belongs to.
+struct Watch {
+    inferred: Option<Arc<crate::infer::Inferred>>,
+    tokens: Arc<crate::tokens::Pending>,
+    trace: opentelemetry::Context,
 }
 
 impl HubBridge {
@@ -550,6 +587,8 @@ impl ToolBridge for HubBridge {
         let audit = self.audit.clone();
         let telemetry = self.telemetry.clone();
         let span = telemetry.tool_call(&self.trace, &call.server, &call.tool);
+        let inferred = self.inferred.clone();
+        let tokens = self.tokens.clone();
         let execution = self.execution.clone();
         let journal = self.journal.clone();
         let asker = self.asker.clone().map(|inner| -> Arc<dyn Asker> {
@@ -577,6 +616,11 @@ impl ToolBridge for HubBridge {
             let mut outcome = CallOutcome::Failed;
             // An error may quote a server's URL or what it answered: redacted before the
             // program (or the audit log) sees it.
+            let watch = Watch {
+                inferred,
+                tokens,
+                trace: span.context(),
+            };
             let result = Self::call_tool(
                 hub,
                 policies,
@@ -584,7 +628,7 @@ impl ToolBridge for HubBridge {
                 (session.as_str(), execution.as_str()),
                 position,
                 call,
-                (span.context(), &mut outcome),
+                (watch, &mut outcome),
             )
             .await
             .map_err(|error| crate::redact::redact(&error).into_owned());

@@ -5,7 +5,10 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
-use crate::sandbox::{ErrorKind, Outcome};
+use crate::{
+    sandbox::{ErrorKind, Outcome},
+    tokens::{Accounting, Count},
+};
 
 /// Content blocks a program's result carries: objects shaped like MCP image, audio or resource
 /// content. Each is moved out of the JSON into a block of its own and replaced by a note that
@@ -50,7 +53,29 @@ fn as_block(value: &Value) -> Option<ContentBlock> {
 
 /// What the client gets back: the result as JSON text (or the error), the console output, a
 /// one-line summary, and any content blocks; all within `max_output_bytes`.
+#[cfg(test)]
 pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
+    render_with(outcome, max_output_bytes, None).0
+}
+
+/// How an execution's tokens are told: what the tool results it read cost, and the session's
+/// totals once this execution's are added.
+pub struct Tokens<'a> {
+    pub consumed: Count,
+    pub session: &'a dyn Fn(Accounting) -> Accounting,
+}
+
+/// The longest the summary's token part gets (it is kept room for before the result is cut).
+const TOKENS_ROOM: usize = 200;
+
+/// [`render`], with the summary telling the tokens the answer costs (its result and console,
+/// counted in [`crate::tokens::ENCODING`]) beside those of the tool results the program read;
+/// those tokens are returned too.
+pub fn render_with(
+    outcome: Outcome,
+    max_output_bytes: usize,
+    tokens: Option<Tokens<'_>>,
+) -> (CallToolResult, Option<Accounting>) {
     let mut blocks = Vec::new();
     let (mut body, failed) = match outcome.result {
         Ok(mut value) => {
@@ -102,7 +127,7 @@ pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
     } else {
         String::new()
     };
-    let summary = format!(
+    let mut summary = format!(
         "{} ms{queued} · {} tool call{} · {} failed",
         outcome.duration.saturating_sub(outcome.queued).as_millis(),
         outcome.calls,
@@ -110,7 +135,8 @@ pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
         outcome.failed_calls
     );
     // The summary always fits; the result comes before the console.
-    let budget = max_output_bytes.saturating_sub(summary.len() + 64);
+    let room = if tokens.is_some() { TOKENS_ROOM } else { 0 };
+    let budget = max_output_bytes.saturating_sub(summary.len() + 64 + room);
     truncate(&mut body, budget, 0);
     let logs_budget = budget.saturating_sub(body.len());
     truncate(&mut logs, logs_budget, outcome.logs_dropped);
@@ -119,18 +145,36 @@ pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
         text.push_str("\n--- console ---\n");
         text.push_str(logs.trim_end());
     }
+    // What a downstream answered may quote a configured secret back.
+    let mut text = crate::redact::redact(&text).into_owned();
+    let accounting = tokens.map(|tokens| {
+        let accounting = Accounting {
+            returned: crate::tokens::count(&text),
+            consumed: tokens.consumed,
+        };
+        let session = (tokens.session)(accounting.clone());
+        summary.push_str(&format!(
+            " · {} tokens: {} returned, {} in tool results (session: {} returned, {} in tool \
+             results)",
+            crate::tokens::ENCODING,
+            accounting.returned,
+            accounting.consumed,
+            session.returned,
+            session.consumed
+        ));
+        accounting
+    });
     text.push_str("\n--- ");
     text.push_str(&summary);
     text.push_str(" ---");
-    // What a downstream answered may quote a configured secret back.
-    let text = crate::redact::redact(&text).into_owned();
     let mut content = vec![ContentBlock::text(text)];
     content.extend(blocks);
-    if failed {
+    let result = if failed {
         CallToolResult::error(content)
     } else {
         CallToolResult::success(content)
-    }
+    };
+    (result, accounting)
 }
 
 /// Cuts `text` to `budget` bytes (on a char boundary), saying how much was cut, counting

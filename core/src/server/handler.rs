@@ -358,6 +358,7 @@ impl Session {
         tokio::spawn(async move {
             let result = execute::run(&gateway, &session, &prepared, program, running).await;
             gateway.hub.end_session(&session).await;
+            gateway.tokens.forget(&session);
             let _ = done.send(Event::Done(result)).await;
         });
         let answer = self.next_event(events, cancel, &code, context).await;

@@ -178,5 +178,6 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
         Err(error) => tracing::warn!(%peer, %session, "client session failed to start: {error}"),
     }
     gateway.hub.end_session(&session).await;
+    gateway.tokens.forget(&session);
     tracing::debug!(%peer, %session, "client connection closed");
 }

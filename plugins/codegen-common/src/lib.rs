@@ -240,7 +240,17 @@ pub fn decl_doc(tool: &ToolPlan, decl: &plan::Decl<'_>, tags: bool) -> Comment {
                 tool.identifier
             ))
         }
-        (true, types::Role::Result) => comment.line(&format!("Result of {}.", tool.identifier)),
+        (true, types::Role::Result) => match tool.inferred {
+            Some(calls) if matches!(tool.result, plan::Typed::Converted(_)) => {
+                comment.line(&format!(
+                    "Result of {}: the server declares no output schema; this type is inferred \
+                     from {calls} call{} and may be incomplete.",
+                    tool.identifier,
+                    if calls == 1 { "" } else { "s" }
+                ))
+            }
+            _ => comment.line(&format!("Result of {}.", tool.identifier)),
+        },
         (false, _) => {}
     }
     let own = render::doc_comment(decl.doc, tags);

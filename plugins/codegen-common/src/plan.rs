@@ -107,6 +107,19 @@ pub struct ToolPlan {
     pub names: DeclNames,
     /// Whether the arguments may be left out (no required property).
     pub args_optional: bool,
+    /// The host inferred the result's schema from this many calls (the tool declares none):
+    /// the `outputSchema` carries [`INFERRED_KEY`].
+    pub inferred: Option<u64>,
+}
+
+/// The key by which the host marks an `outputSchema` it inferred from calls, not one the server
+/// declared: `{"x-runbyte-inferred": {"calls": 3}}`.
+pub const INFERRED_KEY: &str = "x-runbyte-inferred";
+
+/// How many calls a tool's `outputSchema` was inferred from, when the host inferred it.
+fn inferred_calls(tool: &serde_json::Map<String, Value>) -> Option<u64> {
+    let mark = tool.get("outputSchema")?.get(INFERRED_KEY)?;
+    Some(mark.get("calls").and_then(Value::as_u64).unwrap_or(0))
 }
 
 /// One named type to declare.
@@ -190,6 +203,7 @@ impl ToolPlan {
             result: Typed::Untyped(reason.to_owned()),
             names: self.names.clone(),
             args_optional: true,
+            inferred: None,
         }
     }
 
@@ -334,6 +348,7 @@ pub fn plan(server: &str, folder: &str, tools: &[Value]) -> ServerPlan {
             result,
             names: DeclNames::default(),
             args_optional: false,
+            inferred: inferred_calls(map),
         });
     }
 

@@ -1,0 +1,267 @@
+//! Token accounting: what an execution's answer costs the model, and what the tool results it
+//! read would have cost through direct calls, counted with a real tokenizer (`o200k_base`, the
+//! encoding of OpenAI's current models; other vendors' tokenizers differ by some percent).
+//!
+//! Counting is bounded: a text is tokenized up to [`MAX_COUNTED_BYTES`] and the rest
+//! extrapolated from that part's tokens per byte (the count then says it is an estimate).
+//! The encoding's tables load once, on first use, and a tool result's tokens are counted on a
+//! blocking thread while the program goes on ([`Pending`]), never on the call's path.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Mutex,
+};
+
+use rmcp::model::CallToolResult;
+use serde::{Deserialize, Serialize};
+
+/// The encoding counted in.
+pub const ENCODING: &str = "o200k_base";
+/// The most bytes of one text that are tokenized; past it the count is extrapolated.
+pub const MAX_COUNTED_BYTES: usize = 256 << 10;
+/// The most sessions whose totals are kept; past it, the oldest totals are dropped.
+const MAX_SESSIONS: usize = 4096;
+
+/// A number of tokens, and whether part of it was extrapolated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Count {
+    pub tokens: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl std::ops::Add for Count {
+    type Output = Count;
+    fn add(self, other: Count) -> Count {
+        Count {
+            tokens: self.tokens.saturating_add(other.tokens),
+            estimated: self.estimated || other.estimated,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Count {
+    fn add_assign(&mut self, other: Count) {
+        *self = *self + other;
+    }
+}
+
+impl std::fmt::Display for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let about = if self.estimated { "~" } else { "" };
+        write!(f, "{about}{}", self.tokens)
+    }
+}
+
+/// Loads the encoding's tables (once; later calls return at once).
+pub fn warm() {
+    let _ = tiktoken_rs::o200k_base_singleton();
+}
+
+/// The tokens of `text` in [`ENCODING`]: exact up to [`MAX_COUNTED_BYTES`], extrapolated past it.
+pub fn count(text: &str) -> Count {
+    count_prefix(text, text.len())
+}
+
+/// The tokens of a text of `total` bytes of which `prefix` is the start (at most
+/// [`MAX_COUNTED_BYTES`] of it are tokenized).
+fn count_prefix(prefix: &str, total: usize) -> Count {
+    let mut cut = prefix.len().min(MAX_COUNTED_BYTES);
+    while cut > 0 && !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let counted = &prefix[..cut];
+    let tokens = tiktoken_rs::o200k_base_singleton()
+        .encode_ordinary(counted)
+        .len() as u64;
+    if cut >= total {
+        return Count {
+            tokens,
+            estimated: false,
+        };
+    }
+    let per_byte = if cut == 0 {
+        0.25
+    } else {
+        tokens as f64 / cut as f64
+    };
+    Count {
+        tokens: (per_byte * total as f64).round() as u64,
+        estimated: true,
+    }
+}
+
+/// What a direct call's result shows the model: its text blocks, or its `structuredContent` as
+/// JSON when it has no text. Images, audio and resources are not counted. At most
+/// [`MAX_COUNTED_BYTES`] of it is kept, with the whole text's length.
+pub fn shown_text(result: &CallToolResult) -> (String, usize) {
+    let mut text = String::new();
+    let mut total = 0;
+    for block in result.content.iter().filter_map(|c| c.as_text()) {
+        if total > 0 {
+            total += 1;
+            if text.len() < MAX_COUNTED_BYTES {
+                text.push('\n');
+            }
+        }
+        total += block.text.len();
+        let room = MAX_COUNTED_BYTES.saturating_sub(text.len());
+        let mut take = block.text.len().min(room);
+        while take > 0 && !block.text.is_char_boundary(take) {
+            take -= 1;
+        }
+        text.push_str(&block.text[..take]);
+    }
+    if total == 0
+        && let Some(structured) = &result.structured_content
+    {
+        let json = structured.to_string();
+        total = json.len();
+        let mut take = json.len().min(MAX_COUNTED_BYTES);
+        while take > 0 && !json.is_char_boundary(take) {
+            take -= 1;
+        }
+        text.push_str(&json[..take]);
+    }
+    (text, total)
+}
+
+/// The tool results of one execution being counted, by server.
+#[derive(Default)]
+pub struct Pending {
+    counting: Mutex<Vec<(String, tokio::task::JoinHandle<Count>)>>,
+}
+
+impl Pending {
+    /// Starts counting what `result` of a call to `server` shows, on a blocking thread.
+    pub fn add(&self, server: &str, result: &CallToolResult) {
+        let (text, total) = shown_text(result);
+        let counting = tokio::task::spawn_blocking(move || count_prefix(&text, total));
+        if let Ok(mut pending) = self.counting.lock() {
+            pending.push((server.to_owned(), counting));
+        }
+    }
+
+    /// The counts, by server, once every one is done.
+    pub async fn by_server(&self) -> BTreeMap<String, Count> {
+        let counting = match self.counting.lock() {
+            Ok(mut pending) => std::mem::take(&mut *pending),
+            Err(_) => Vec::new(),
+        };
+        let mut by_server: BTreeMap<String, Count> = BTreeMap::new();
+        for (server, counting) in counting {
+            if let Ok(count) = counting.await {
+                *by_server.entry(server).or_default() += count;
+            }
+        }
+        by_server
+    }
+}
+
+/// An execution's accounting: what its answer costs, what the tool results it read cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Accounting {
+    pub returned: Count,
+    pub consumed: Count,
+}
+
+/// Each client session's totals.
+#[derive(Default)]
+pub struct Ledger {
+    sessions: Mutex<HashMap<String, (u64, Accounting)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Ledger {
+    /// Adds an execution of `session`; the session's totals with it.
+    pub fn add(&self, session: &str, execution: &Accounting) -> Accounting {
+        let order = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Ok(mut sessions) = self.sessions.lock() else {
+            return execution.clone();
+        };
+        if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(session) {
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, (order, _))| *order)
+                .map(|(name, _)| name.clone());
+            if let Some(oldest) = oldest {
+                sessions.remove(&oldest);
+            }
+        }
+        let entry = sessions
+            .entry(session.to_owned())
+            .or_insert_with(|| (order, Accounting::default()));
+        entry.0 = order;
+        entry.1.returned += execution.returned;
+        entry.1.consumed += execution.consumed;
+        entry.1.clone()
+    }
+
+    /// Forgets a session that ended.
+    pub fn forget(&self, session: &str) {
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.remove(session);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use rmcp::model::ContentBlock;
+
+    use super::*;
+
+    #[test]
+    fn counts_are_the_encodings_and_long_texts_are_estimated() {
+        assert_eq!(count("").tokens, 0);
+        assert_eq!(
+            count("hello world"),
+            Count {
+                tokens: 2,
+                estimated: false
+            }
+        );
+        let long = "word ".repeat(MAX_COUNTED_BYTES / 5 * 3);
+        let counted = count(&long);
+        assert!(counted.estimated);
+        let exact = tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(&long)
+            .len() as f64;
+        assert!(
+            (counted.tokens as f64 - exact).abs() / exact < 0.01,
+            "{counted} vs {exact}"
+        );
+        assert_eq!(counted.to_string(), format!("~{}", counted.tokens));
+    }
+
+    #[test]
+    fn a_result_shows_its_text_else_its_structured_content() {
+        let text = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
+        assert_eq!(shown_text(&text), ("a\nb".to_owned(), 3));
+        let structured = CallToolResult::structured(serde_json::json!({"k": 1}));
+        // rmcp puts the JSON in a text block too.
+        assert_eq!(shown_text(&structured).0, "{\"k\":1}");
+    }
+
+    #[test]
+    fn the_ledger_keeps_session_totals() {
+        let ledger = Ledger::default();
+        let one = Accounting {
+            returned: Count {
+                tokens: 2,
+                estimated: false,
+            },
+            consumed: Count {
+                tokens: 10,
+                estimated: false,
+            },
+        };
+        ledger.add("s", &one);
+        let total = ledger.add("s", &one);
+        assert_eq!(total.consumed.tokens, 20);
+        ledger.forget("s");
+        assert_eq!(ledger.add("s", &one).returned.tokens, 2);
+    }
+}
