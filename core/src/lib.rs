@@ -14,6 +14,7 @@ pub mod cli;
 mod codegen;
 pub mod config;
 mod demo;
+mod dirs;
 mod exe;
 mod execute;
 pub mod gateway;

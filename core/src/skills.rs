@@ -63,11 +63,7 @@ pub struct Skills {
 /// The user's skills folder: `$XDG_DATA_HOME/runbyte/skills`, else
 /// `~/.local/share/runbyte/skills`, else `.runbyte/skills` in the working folder.
 fn default_dir() -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
-        .map(|data| data.join("runbyte/skills"))
+    crate::dirs::user_folder(crate::dirs::Base::Data, "skills")
         .unwrap_or_else(|| PathBuf::from(".runbyte/skills"))
 }
 

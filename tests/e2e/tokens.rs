@@ -17,9 +17,12 @@ fn figures(text: &str) -> (u64, u64, u64, u64) {
         .filter(|part| !part.is_empty())
         .map(|part| part.parse().unwrap())
         .collect();
-    // `200` of o200k_base is before the cut; the rest are the four figures.
-    assert_eq!(numbers.len(), 4, "{tail}");
-    (numbers[0], numbers[1], numbers[2], numbers[3])
+    // `200` of o200k_base is before the cut; the rest are six figures: returned, in tool
+    // results and saved, for the execution and for the session.
+    assert_eq!(numbers.len(), 6, "{tail}");
+    assert_eq!(numbers[2], numbers[1].saturating_sub(numbers[0]), "{tail}");
+    assert_eq!(numbers[5], numbers[4].saturating_sub(numbers[3]), "{tail}");
+    (numbers[0], numbers[1], numbers[3], numbers[4])
 }
 
 #[tokio::test]

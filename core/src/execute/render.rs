@@ -153,14 +153,19 @@ pub fn render_with(
             consumed: tokens.consumed,
         };
         let session = (tokens.session)(accounting.clone());
+        // Saved: what the tool results would have cost through direct calls, less what the
+        // answer costs (never below zero).
+        let saved = |a: &Accounting| a.consumed.tokens.saturating_sub(a.returned.tokens);
         summary.push_str(&format!(
-            " · {} tokens: {} returned, {} in tool results (session: {} returned, {} in tool \
-             results)",
+            " · {} tokens: {} returned, {} in tool results, {} saved (session: {} returned, {} \
+             in tool results, {} saved)",
             crate::tokens::ENCODING,
             accounting.returned,
             accounting.consumed,
+            saved(&accounting),
             session.returned,
-            session.consumed
+            session.consumed,
+            saved(&session)
         ));
         accounting
     });

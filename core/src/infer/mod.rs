@@ -273,13 +273,7 @@ fn hex(bytes: &[u8]) -> String {
 /// The folder inferred shapes are kept in: `$XDG_STATE_HOME/runbyte/inferred`, else
 /// `~/.local/state/runbyte/inferred`; `None` without either (they are then kept in memory).
 pub fn default_dir() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
-        })?;
-    Some(state.join("runbyte/inferred"))
+    crate::dirs::user_folder(crate::dirs::Base::State, "inferred")
 }
 
 /// A server's saved shapes; nothing (with a warning) when the file is unreadable, too large,

@@ -39,13 +39,7 @@ pub struct PluginSearch {
 /// The user's own plugin folder: `$XDG_DATA_HOME/runbyte/plugins`, else
 /// `~/.local/share/runbyte/plugins`.
 fn user_plugin_dir() -> Option<PathBuf> {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share"))
-        })?;
-    Some(data.join("runbyte/plugins"))
+    crate::dirs::user_folder(crate::dirs::Base::Data, "plugins")
 }
 
 impl PluginSearch {

@@ -38,60 +38,56 @@ use crate::{
 };
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
-pub const INSTRUCTIONS: &str = "Runbyte turns the tools of many MCP servers into typed functions \
-in a virtual filesystem. Explore with list_directory('/servers'), read a tool's module with \
-read_file, or find tools with search_tools. Then call execute_code with a short TypeScript \
-program that imports from './servers/<server>' and returns only what you need; intermediate \
-data stays in the sandbox. save_skill keeps a program that worked for later ones ('./skills/<name>').";
+pub const INSTRUCTIONS: &str = "Runbyte turns MCP servers' tools into typed functions. Explore \
+with list_directory('/servers'), read_file or search_tools, then execute_code a short TypeScript \
+program that imports from './servers/<server>' and returns only what you need; intermediate data \
+stays in the sandbox. save_skill keeps a program for later.";
 
 /// Runbyte's own tools, as listed to clients.
 fn tool_specs() -> Vec<Tool> {
+    // Every client loads these with each conversation: kept short (with INSTRUCTIONS, under
+    // 2 KB; `scripts/token-bench` measures it).
     let specs = json!([
         {
             "name": "list_directory",
-            "description": "List a folder of the virtual filesystem. /servers holds one folder per MCP server; each holds one module per tool.",
+            "description": "List a folder: /servers has a folder per server, a module per tool; /skills has saved skills.",
             "inputSchema": {"type": "object", "properties": {
-                "path": {"type": "string", "description": "A folder, e.g. /servers or /servers/github"},
-                "withDescriptions": {"type": "boolean", "description": "Show each tool's one-line description"}
+                "path": {"type": "string"},
+                "withDescriptions": {"type": "boolean"}
             }, "required": ["path"]},
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+            "annotations": {"readOnlyHint": true}
         },
         {
             "name": "read_file",
-            "description": "Read a module of the virtual filesystem: a tool's typed function, its argument and result types and its documentation.",
-            "inputSchema": {"type": "object", "properties": {
-                "path": {"type": "string", "description": "e.g. /servers/github/create_issue.ts"}
-            }, "required": ["path"]},
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+            "description": "Read a module: a tool's typed function and docs, e.g. /servers/github/create_issue.ts",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+            "annotations": {"readOnlyHint": true}
         },
         {
             "name": "execute_code",
-            "description": "Run a TypeScript program in a sandbox. Import tools from './servers/<server>', await their calls (Promise.all runs them concurrently), and return only what you need: define async function exec() or use top-level await with export default. Returns the result as JSON, the console output and a call summary.",
-            "inputSchema": {"type": "object", "properties": {
-                "code": {"type": "string", "description": "The program (TypeScript or JavaScript)"}
-            }, "required": ["code"]},
-            "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}
-        },
-        {
-            "name": "save_skill",
-            "description": "Save a program that worked as a skill: a module under /skills that later programs (in any session) import and call. Its default export must be a function of one argument. Listed and searched like tools.",
-            "inputSchema": {"type": "object", "properties": {
-                "name": {"type": "string", "description": "lowercase-with-hyphens, e.g. weekly-report"},
-                "description": {"type": "string", "description": "What it does, for listing and search"},
-                "code": {"type": "string", "description": "TypeScript: export default async function (args: {...}) { ... }"},
-                "args": {"type": "object", "description": "JSON Schema of its argument object (optional)"},
-                "overwrite": {"type": "boolean", "description": "Replace a skill of this name"}
-            }, "required": ["name", "description", "code"]},
-            "annotations": {"readOnlyHint": false, "destructiveHint": false, "openWorldHint": false}
+            "description": "Run a TypeScript program in a sandbox: import tools from './servers/<server>', await them, export default only what you need. Returns it as JSON with console output and a call summary.",
+            "inputSchema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+            "annotations": {"destructiveHint": true}
         },
         {
             "name": "search_tools",
-            "description": "Find tools by what they do, across every server. Each hit gives its import path and signature.",
+            "description": "Find tools and skills by what they do; each hit gives its import and signature.",
             "inputSchema": {"type": "object", "properties": {
-                "query": {"type": "string", "description": "Words to look for in tool names, descriptions and parameters"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most hits to return (default 10)"}
+                "query": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50}
             }, "required": ["query"]},
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+            "annotations": {"readOnlyHint": true}
+        },
+        {
+            "name": "save_skill",
+            "description": "Save a program that worked as /skills/<name>.ts for later programs to import. Its default export is an async function of one argument object.",
+            "inputSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "lowercase-hyphenated"},
+                "description": {"type": "string"},
+                "code": {"type": "string"},
+                "args": {"type": "object", "description": "JSON Schema of the argument"},
+                "overwrite": {"type": "boolean"}
+            }, "required": ["name", "description", "code"]}
         }
     ]);
     serde_json::from_value(specs).unwrap_or_default()
