@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::vfs::{File, ToolEntry};
 
 /// The VFS folder of skills.
-pub const ROOT: &str = "/skills";
+pub const ROOT: &str = crate::vfs::SKILLS;
 
 /// The most skills read from the folder; the rest are left out with a warning.
 const MAX_SKILLS: usize = 1000;

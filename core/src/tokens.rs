@@ -126,31 +126,70 @@ pub fn shown_text(result: &CallToolResult) -> (String, usize) {
     (text, total)
 }
 
+/// How many bytes of tool results are gathered before a blocking task counts them: a program of
+/// many small calls costs a thread wake-up a batch, not one a call (each is a hop the call path
+/// of issue 14 pays for on a busy machine).
+const BATCH_BYTES: usize = 64 << 10;
+
 /// The tool results of one execution being counted, by server.
 #[derive(Default)]
 pub struct Pending {
-    counting: Mutex<Vec<(String, tokio::task::JoinHandle<Count>)>>,
+    state: Mutex<Batches>,
+}
+
+/// Texts not yet handed to a counting task, and the tasks counting the others.
+#[derive(Default)]
+struct Batches {
+    /// `(server, text kept, the whole text's length)`.
+    gathered: Vec<(String, String, usize)>,
+    gathered_bytes: usize,
+    counting: Vec<tokio::task::JoinHandle<Vec<(String, Count)>>>,
+}
+
+impl Batches {
+    /// Hands what was gathered to a blocking task.
+    fn count_gathered(&mut self) {
+        if self.gathered.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.gathered);
+        self.gathered_bytes = 0;
+        self.counting.push(tokio::task::spawn_blocking(move || {
+            batch
+                .into_iter()
+                .map(|(server, text, total)| (server, count_prefix(&text, total)))
+                .collect()
+        }));
+    }
 }
 
 impl Pending {
-    /// Starts counting what `result` of a call to `server` shows, on a blocking thread.
+    /// Keeps what `result` of a call to `server` shows for counting; once [`BATCH_BYTES`] are
+    /// gathered, a blocking thread counts them while the program goes on.
     pub fn add(&self, server: &str, result: &CallToolResult) {
         let (text, total) = shown_text(result);
-        let counting = tokio::task::spawn_blocking(move || count_prefix(&text, total));
-        if let Ok(mut pending) = self.counting.lock() {
-            pending.push((server.to_owned(), counting));
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        state.gathered_bytes += text.len();
+        state.gathered.push((server.to_owned(), text, total));
+        if state.gathered_bytes >= BATCH_BYTES {
+            state.count_gathered();
         }
     }
 
     /// The counts, by server, once every one is done.
     pub async fn by_server(&self) -> BTreeMap<String, Count> {
-        let counting = match self.counting.lock() {
-            Ok(mut pending) => std::mem::take(&mut *pending),
+        let counting = match self.state.lock() {
+            Ok(mut state) => {
+                state.count_gathered();
+                std::mem::take(&mut state.counting)
+            }
             Err(_) => Vec::new(),
         };
         let mut by_server: BTreeMap<String, Count> = BTreeMap::new();
-        for (server, counting) in counting {
-            if let Ok(count) = counting.await {
+        for counting in counting {
+            for (server, count) in counting.await.unwrap_or_default() {
                 *by_server.entry(server).or_default() += count;
             }
         }
@@ -243,6 +282,34 @@ mod tests {
         let structured = CallToolResult::structured(serde_json::json!({"k": 1}));
         // rmcp puts the JSON in a text block too.
         assert_eq!(shown_text(&structured).0, "{\"k\":1}");
+    }
+
+    #[tokio::test]
+    async fn results_are_counted_in_batches_and_summed_by_server() {
+        let pending = Pending::default();
+        let small = "tokens of a small result ".repeat(10);
+        let large = "a larger result ".repeat(BATCH_BYTES / 16 + 1);
+        for _ in 0..5 {
+            pending.add(
+                "a",
+                &CallToolResult::success(vec![ContentBlock::text(&small)]),
+            );
+        }
+        // Past BATCH_BYTES: what was gathered goes to a counting task now.
+        pending.add(
+            "b",
+            &CallToolResult::success(vec![ContentBlock::text(&large)]),
+        );
+        assert!(pending.state.lock().unwrap().gathered.is_empty());
+        pending.add(
+            "a",
+            &CallToolResult::success(vec![ContentBlock::text(&small)]),
+        );
+        let by_server = pending.by_server().await;
+        assert_eq!(by_server["a"].tokens, 6 * count(&small).tokens);
+        assert_eq!(by_server["b"].tokens, count(&large).tokens);
+        // Taken once: a second look finds nothing left.
+        assert!(pending.by_server().await.is_empty());
     }
 
     #[test]

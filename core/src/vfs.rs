@@ -16,6 +16,8 @@ use crate::text;
 
 /// The root of everything the VFS serves.
 pub const ROOT: &str = "/servers";
+/// The folder of saved skills (see [`crate::skills`]).
+pub const SKILLS: &str = "/skills";
 
 /// A path the VFS refuses or does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -137,7 +139,7 @@ impl Snapshot {
     }
 
     fn is_dir(&self, path: &str) -> bool {
-        path == ROOT || path == "/" || path == crate::skills::ROOT || {
+        path == ROOT || path == "/" || path == SKILLS || {
             let prefix = format!("{path}/");
             self.files
                 .range(prefix.clone()..)
@@ -323,7 +325,7 @@ impl Snapshot {
             let source = sources[next].clone();
             next += 1;
             for name in skills_named(&source) {
-                let path = format!("{}/{name}.ts", crate::skills::ROOT);
+                let path = format!("{SKILLS}/{name}.ts");
                 if let Some(file) = self.files.get(&path)
                     && seen.insert(path)
                 {

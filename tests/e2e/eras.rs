@@ -155,8 +155,8 @@ fn stdio_serves_2026_07_28_requests_without_a_handshake() {
             "list_directory",
             "read_file",
             "execute_code",
-            "save_skill",
-            "search_tools"
+            "search_tools",
+            "save_skill"
         ]
     );
 

@@ -583,7 +583,7 @@ impl Config {
             }
         }
         if let Some(endpoint) = &self.telemetry.otlp_endpoint {
-            crate::telemetry::check_endpoint(endpoint)
+            check_endpoint(endpoint)
                 .map_err(|message| locator.error_at_key("telemetry.otlp-endpoint", message))?;
         }
         if self
@@ -693,6 +693,31 @@ impl Config {
             .clone()
             .unwrap_or_else(|| format!("{name}_"))
     }
+}
+
+/// Checks `[telemetry] otlp-endpoint`: an `http://` base URL that spans are posted under.
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let Some(rest) = endpoint.strip_prefix("http://") else {
+        return Err(if endpoint.starts_with("https://") {
+            format!(
+                "`{endpoint}`: only http:// collectors are supported (the exporter is built \
+                 without TLS); send to a collector or agent on this host or network"
+            )
+        } else {
+            format!(
+                "`{endpoint}` is not an http:// URL; give the collector's OTLP/HTTP base URL, \
+                 e.g. http://127.0.0.1:4318"
+            )
+        });
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() || rest.contains(['?', '#']) || rest.contains(char::is_whitespace) {
+        return Err(format!(
+            "`{endpoint}` is not a base URL: give scheme, host and port (and a path prefix if \
+             the collector has one), e.g. http://127.0.0.1:4318"
+        ));
+    }
+    Ok(())
 }
 
 fn table_json(value: Option<&toml::Value>) -> serde_json::Value {

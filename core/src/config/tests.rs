@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{Config, ConfigError, Share, expand::expand};
+use super::{Config, ConfigError, Share, check_endpoint, expand::expand};
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse(
@@ -304,4 +304,20 @@ fn telemetry_is_off_unless_asked_and_its_keys_are_checked() {
 
     let e = error("[telemetry]\nmetrics = \"yes\"\n");
     assert_eq!(e.key.as_deref(), Some("telemetry.metrics"));
+}
+
+#[test]
+fn only_http_base_urls_are_collectors() {
+    assert!(check_endpoint("http://127.0.0.1:4318").is_ok());
+    assert!(check_endpoint("http://collector:4318/otlp/").is_ok());
+    let https = check_endpoint("https://collector:4318").unwrap_err();
+    assert!(https.contains("only http://"), "{https}");
+    for bad in [
+        "collector:4318",
+        "http://",
+        "http://host:4318/?x=1",
+        "http://a b",
+    ] {
+        assert!(check_endpoint(bad).is_err(), "{bad}");
+    }
 }

@@ -23,7 +23,7 @@ use opentelemetry::{
 };
 
 pub use metrics::{CONTENT_TYPE, Metrics};
-pub(crate) use trace::{check_endpoint, current_fields};
+pub(crate) use trace::current_fields;
 
 use crate::{config::TelemetrySection, sandbox::ErrorKind};
 

@@ -29,31 +29,6 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a shutdown waits for the last export.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Checks `[telemetry] otlp-endpoint`: an `http://` base URL that spans are posted under.
-pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), String> {
-    let Some(rest) = endpoint.strip_prefix("http://") else {
-        return Err(if endpoint.starts_with("https://") {
-            format!(
-                "`{endpoint}`: only http:// collectors are supported (the exporter is built \
-                 without TLS); send to a collector or agent on this host or network"
-            )
-        } else {
-            format!(
-                "`{endpoint}` is not an http:// URL; give the collector's OTLP/HTTP base URL, \
-                 e.g. http://127.0.0.1:4318"
-            )
-        });
-    };
-    let host = rest.split('/').next().unwrap_or_default();
-    if host.is_empty() || rest.contains(['?', '#']) || rest.contains(char::is_whitespace) {
-        return Err(format!(
-            "`{endpoint}` is not a base URL: give scheme, host and port (and a path prefix if \
-             the collector has one), e.g. http://127.0.0.1:4318"
-        ));
-    }
-    Ok(())
-}
-
 /// The running tracer and its exporter.
 pub(super) struct Traces {
     provider: SdkTracerProvider,
