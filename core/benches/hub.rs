@@ -165,7 +165,7 @@ fn get_issue_100_calls_recorded_and_counted() {
             inferred.record("demo", &tool, &value);
             divan::black_box(value);
         }
-        divan::black_box(pending.by_server().await);
+        divan::black_box(pending.by_server(std::time::Duration::from_secs(60)).await);
     });
 }
 

@@ -53,9 +53,24 @@ impl std::fmt::Display for Count {
     }
 }
 
-/// Loads the encoding's tables (once; later calls return at once).
+/// Whether the encoding's tables are loaded (by [`warm`] at start, or by the first count).
+static LOADED: std::sync::LazyLock<tokio::sync::watch::Sender<bool>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(false));
+
+/// How long an answer may wait for the tables to load (once per process) before its counts
+/// are estimated.
+const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The encoding, its tables loaded on first use (once; later calls return at once).
+fn encoder() -> &'static tiktoken_rs::CoreBPE {
+    let encoder = tiktoken_rs::o200k_base_singleton();
+    LOADED.send_replace(true);
+    encoder
+}
+
+/// Loads the encoding's tables.
 pub fn warm() {
-    let _ = tiktoken_rs::o200k_base_singleton();
+    let _ = encoder();
 }
 
 /// The tokens of `text` in [`ENCODING`]: exact up to [`MAX_COUNTED_BYTES`], extrapolated past it.
@@ -71,9 +86,7 @@ fn count_prefix(prefix: &str, total: usize) -> Count {
         cut -= 1;
     }
     let counted = &prefix[..cut];
-    let tokens = tiktoken_rs::o200k_base_singleton()
-        .encode_ordinary(counted)
-        .len() as u64;
+    let tokens = encoder().encode_ordinary(counted).len() as u64;
     if cut >= total {
         return Count {
             tokens,
@@ -137,13 +150,18 @@ pub struct Pending {
     state: Mutex<Batches>,
 }
 
+/// A task counting a batch: each text's server and count.
+type Counting = tokio::task::JoinHandle<Vec<(String, Count)>>;
+
 /// Texts not yet handed to a counting task, and the tasks counting the others.
 #[derive(Default)]
 struct Batches {
     /// `(server, text kept, the whole text's length)`.
     gathered: Vec<(String, String, usize)>,
     gathered_bytes: usize,
-    counting: Vec<tokio::task::JoinHandle<Vec<(String, Count)>>>,
+    /// Each task, with the servers and whole lengths of what it counts (for an estimate when
+    /// it does not finish in time).
+    counting: Vec<(Vec<(String, usize)>, Counting)>,
 }
 
 impl Batches {
@@ -154,14 +172,32 @@ impl Batches {
         }
         let batch = std::mem::take(&mut self.gathered);
         self.gathered_bytes = 0;
-        self.counting.push(tokio::task::spawn_blocking(move || {
+        let sizes = batch
+            .iter()
+            .map(|(server, _, total)| (server.clone(), *total))
+            .collect();
+        let task = tokio::task::spawn_blocking(move || {
             batch
                 .into_iter()
                 .map(|(server, text, total)| (server, count_prefix(&text, total)))
                 .collect()
-        }));
+        });
+        self.counting.push((sizes, task));
     }
 }
+
+/// A text's tokens guessed from its size, for a count that did not finish in time.
+fn estimate(bytes: usize) -> Count {
+    Count {
+        tokens: (bytes as u64).div_ceil(4),
+        estimated: true,
+    }
+}
+
+/// How long an execution's answer waits for counts still running after the program ended:
+/// past it, what is left is estimated (a quarter of its bytes, marked `~`), so counting never
+/// holds an answer (a program that read megabytes, a busy machine).
+pub const COUNT_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Pending {
     /// Keeps what `result` of a call to `server` shows for counting; once [`BATCH_BYTES`] are
@@ -178,8 +214,8 @@ impl Pending {
         }
     }
 
-    /// The counts, by server, once every one is done.
-    pub async fn by_server(&self) -> BTreeMap<String, Count> {
+    /// The counts, by server: exact where counting finished within `wait`, estimated where not.
+    pub async fn by_server(&self, wait: std::time::Duration) -> BTreeMap<String, Count> {
         let counting = match self.state.lock() {
             Ok(mut state) => {
                 state.count_gathered();
@@ -187,10 +223,26 @@ impl Pending {
             }
             Err(_) => Vec::new(),
         };
+        // Loading the tables is not counting: the wait starts once they are there.
+        if !counting.is_empty() {
+            let mut loaded = LOADED.subscribe();
+            let _ = tokio::time::timeout(LOAD_WAIT, loaded.wait_for(|loaded| *loaded)).await;
+        }
+        let until = tokio::time::Instant::now() + wait;
         let mut by_server: BTreeMap<String, Count> = BTreeMap::new();
-        for counting in counting {
-            for (server, count) in counting.await.unwrap_or_default() {
-                *by_server.entry(server).or_default() += count;
+        for (sizes, task) in counting {
+            match tokio::time::timeout_at(until, task).await {
+                Ok(Ok(counts)) => {
+                    for (server, count) in counts {
+                        *by_server.entry(server).or_default() += count;
+                    }
+                }
+                // Not done in time (the task goes on, its answer unused), or it failed.
+                _ => {
+                    for (server, total) in sizes {
+                        *by_server.entry(server).or_default() += estimate(total);
+                    }
+                }
             }
         }
         by_server
@@ -305,11 +357,19 @@ mod tests {
             "a",
             &CallToolResult::success(vec![ContentBlock::text(&small)]),
         );
-        let by_server = pending.by_server().await;
+        let by_server = pending.by_server(std::time::Duration::from_secs(60)).await;
         assert_eq!(by_server["a"].tokens, 6 * count(&small).tokens);
         assert_eq!(by_server["b"].tokens, count(&large).tokens);
         // Taken once: a second look finds nothing left.
-        assert!(pending.by_server().await.is_empty());
+        assert!(pending.by_server(COUNT_WAIT).await.is_empty());
+        // A count not done in time is estimated from its size, and says so.
+        assert_eq!(
+            estimate(10),
+            Count {
+                tokens: 3,
+                estimated: true
+            }
+        );
     }
 
     #[test]

@@ -371,7 +371,7 @@ impl HubBridge {
     /// The tokens the tool results of this execution would have cost the model through direct
     /// calls, by server, once every count is done.
     pub async fn consumed(&self) -> std::collections::BTreeMap<String, crate::tokens::Count> {
-        self.tokens.by_server().await
+        self.tokens.by_server(crate::tokens::COUNT_WAIT).await
     }
 
     /// Records the shapes of untyped tools' results in `inferred`.
