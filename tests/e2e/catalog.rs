@@ -213,6 +213,32 @@ async fn resources_and_prompts_of_server_everything_reach_the_client_and_program
         .unwrap();
     assert_eq!(uri, document);
 
+    // A session's subscriptions are bounded: past 1,000 one is refused, naming the limit, and
+    // the session goes on.
+    for n in 0..999 {
+        let uri = format!("runbyte://everything/demo://resource/dynamic/text/{n}");
+        #[allow(deprecated)]
+        peer.subscribe(SubscribeRequestParams::new(uri))
+            .await
+            .unwrap();
+    }
+    #[allow(deprecated)]
+    let refused = peer
+        .subscribe(SubscribeRequestParams::new(
+            "runbyte://everything/demo://resource/dynamic/text/x",
+        ))
+        .await
+        .unwrap_err();
+    let (code, message) = error_code(refused);
+    assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
+    assert!(message.contains("1000 resource subscriptions"), "{message}");
+    // Subscribing again to one held is no new subscription.
+    #[allow(deprecated)]
+    peer.subscribe(SubscribeRequestParams::new(document.clone()))
+        .await
+        .unwrap();
+    assert!(peer.list_all_prompts().await.is_ok());
+
     client.cancel().await.unwrap();
 }
 

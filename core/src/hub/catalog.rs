@@ -11,6 +11,7 @@
 use std::{sync::Arc, time::Duration};
 
 use rmcp::{
+    Peer, RoleClient,
     model::{
         GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, Prompt,
         ReadResourceRequestParams, ReadResourceResult, Resource, ResourceContents,
@@ -93,6 +94,18 @@ impl CatalogError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, CatalogError::NotFound { .. })
     }
+}
+
+/// Each server's items, renamed by `rename` for clients, in one list.
+fn namespaced<T>(lists: Vec<(String, Vec<T>)>, rename: impl Fn(&str, &mut T)) -> Vec<T> {
+    let mut all = Vec::new();
+    for (server, items) in lists {
+        all.extend(items.into_iter().map(|mut item| {
+            rename(&server, &mut item);
+            item
+        }));
+    }
+    all
 }
 
 /// Lists every page of one kind of item, at most [`MAX_PAGES`] pages and [`MAX_ITEMS`] items.
@@ -195,24 +208,26 @@ impl Hub {
             .collect()
     }
 
-    /// Asks every server that `offers` for its list, in parallel; a server that fails or takes
-    /// longer than its init timeout is left out with a warning.
+    /// Asks every server that `offers` for every page of its list (`page` asks one), in
+    /// parallel; a server that fails or takes longer than its init timeout is left out with a
+    /// warning.
     async fn gather<T, F, Fut>(
         &self,
         what: &'static str,
         offers: fn(&Connection) -> bool,
-        list: F,
+        page: F,
     ) -> Vec<(String, Vec<T>)>
     where
-        F: Fn(String, Arc<Connection>) -> Fut,
-        Fut: Future<Output = Result<Vec<T>, String>>,
+        F: Fn(Peer<RoleClient>, Option<PaginatedRequestParams>) -> Fut + Clone,
+        Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
     {
         let asks = self
             .offering(offers)
             .into_iter()
             .map(|(server, connection, within)| {
-                let listing = list(server.clone(), connection);
+                let (peer, page) = (connection.service.peer().clone(), page.clone());
                 async move {
+                    let listing = list_pages(&server, what, |params| page(peer.clone(), params));
                     match tokio::time::timeout(within, listing).await {
                         Ok(Ok(items)) => Some((server, items)),
                         Ok(Err(error)) => {
@@ -239,60 +254,30 @@ impl Hub {
 
     /// Every server's resources, with Runbyte's URIs, server by server.
     pub async fn list_resources(&self) -> Vec<Resource> {
+        let offers = |c: &Connection| c.offers_resources().0;
         let lists = self
-            .gather(
-                "resources",
-                |c| c.offers_resources().0,
-                |server, connection| async move {
-                    let peer = connection.service.peer().clone();
-                    list_pages(&server, "resources", |params| {
-                        let peer = peer.clone();
-                        async move {
-                            let page = peer.list_resources(params).await?;
-                            Ok((page.resources, page.next_cursor))
-                        }
-                    })
-                    .await
-                },
-            )
+            .gather("resources", offers, |peer, params| async move {
+                let page = peer.list_resources(params).await?;
+                Ok((page.resources, page.next_cursor))
+            })
             .await;
-        let mut all = Vec::new();
-        for (server, resources) in lists {
-            all.extend(resources.into_iter().map(|mut resource| {
-                resource.uri = namespaced_uri(&server, &resource.uri);
-                resource
-            }));
-        }
-        all
+        namespaced(lists, |server, resource: &mut Resource| {
+            resource.uri = namespaced_uri(server, &resource.uri);
+        })
     }
 
     /// Every server's resource templates, with Runbyte's URI prefix.
     pub async fn list_resource_templates(&self) -> Vec<ResourceTemplate> {
+        let offers = |c: &Connection| c.offers_resources().0;
         let lists = self
-            .gather(
-                "resource templates",
-                |c| c.offers_resources().0,
-                |server, connection| async move {
-                    let peer = connection.service.peer().clone();
-                    list_pages(&server, "resource templates", |params| {
-                        let peer = peer.clone();
-                        async move {
-                            let page = peer.list_resource_templates(params).await?;
-                            Ok((page.resource_templates, page.next_cursor))
-                        }
-                    })
-                    .await
-                },
-            )
+            .gather("resource templates", offers, |peer, params| async move {
+                let page = peer.list_resource_templates(params).await?;
+                Ok((page.resource_templates, page.next_cursor))
+            })
             .await;
-        let mut all = Vec::new();
-        for (server, templates) in lists {
-            all.extend(templates.into_iter().map(|mut template| {
-                template.uri_template = namespaced_uri(&server, &template.uri_template);
-                template
-            }));
-        }
-        all
+        namespaced(lists, |server, template: &mut ResourceTemplate| {
+            template.uri_template = namespaced_uri(server, &template.uri_template);
+        })
     }
 
     /// Every server's prompts, with the server's name (the gateway names them for clients).
@@ -300,16 +285,9 @@ impl Hub {
         self.gather(
             "prompts",
             Connection::offers_prompts,
-            |server, connection| async move {
-                let peer = connection.service.peer().clone();
-                list_pages(&server, "prompts", |params| {
-                    let peer = peer.clone();
-                    async move {
-                        let page = peer.list_prompts(params).await?;
-                        Ok((page.prompts, page.next_cursor))
-                    }
-                })
-                .await
+            |peer, params| async move {
+                let page = peer.list_prompts(params).await?;
+                Ok((page.prompts, page.next_cursor))
             },
         )
         .await

@@ -559,6 +559,10 @@ const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The most resources one `subscriptions/listen` follows.
 const MAX_LISTENED_RESOURCES: usize = 100;
+/// The most resources one legacy session may hold subscriptions to (`resources/subscribe`):
+/// each is a downstream subscription and an entry in the Hub, so a client cannot grow them
+/// without bound.
+const MAX_SESSION_SUBSCRIPTIONS: usize = 1000;
 
 /// A resource or prompt request's failure, as the JSON-RPC error a client gets: -32602 (with
 /// the URI) for what does not exist, -32603 for a server that failed.
@@ -740,21 +744,32 @@ impl ServerHandler for Session {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let new = self
-            .subscriptions
-            .lock()
-            .map(|subscribed| !subscribed.contains(&request.uri))
-            .unwrap_or(false);
-        if !new {
+        // The URI is held before the downstream subscription is made, so that two requests for
+        // it at once subscribe downstream once; a failure lets it go again.
+        let reserved = match self.subscriptions.lock() {
+            Ok(subscribed) if subscribed.contains(&request.uri) => return Ok(()),
+            Ok(subscribed) if subscribed.len() >= MAX_SESSION_SUBSCRIPTIONS => {
+                return Err(ErrorData::new(
+                    ErrorCode::INVALID_PARAMS,
+                    format!(
+                        "this session holds {MAX_SESSION_SUBSCRIPTIONS} resource subscriptions, \
+                         the most it may; unsubscribe from one first"
+                    ),
+                    Some(json!({"uri": request.uri})),
+                ));
+            }
+            Ok(mut subscribed) => subscribed.insert(request.uri.clone()),
+            Err(_) => false,
+        };
+        if !reserved {
             return Ok(());
         }
-        self.gateway
-            .hub
-            .subscribe_resource(&request.uri)
-            .await
-            .map_err(|error| catalog_error(error, Some(&request.uri)))?;
-        if let Ok(mut subscribed) = self.subscriptions.lock() {
-            subscribed.insert(request.uri);
+        let subscribed = self.gateway.hub.subscribe_resource(&request.uri).await;
+        if let Err(error) = subscribed {
+            if let Ok(mut held) = self.subscriptions.lock() {
+                held.remove(&request.uri);
+            }
+            return Err(catalog_error(error, Some(&request.uri)));
         }
         Ok(())
     }
