@@ -345,7 +345,7 @@ fn replicas_behind_nginx_serve_both_eras_and_survive_losing_one() {
         let replicas = replicas.clone();
         std::thread::spawn(move || load(&replicas, 4, 30))
     };
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(50));
     let killed = Command::new("kill")
         .args(["-9", &victim.to_string()])
         .status()
@@ -356,6 +356,18 @@ fn replicas_behind_nginx_serve_both_eras_and_survive_losing_one() {
         failed <= 4,
         "{failed} of 120 failed; only those in flight may"
     );
+    // Until the kernel has torn the killed process down, its port still accepts connections,
+    // and a request nginx sends there is lost (a POST is not sent twice): "after the loss"
+    // begins once the port refuses.
+    let victim_port = replicas.ports[1];
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", victim_port)).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the killed replica's port still accepts connections"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (failed, reason) = load(&replicas, 4, 15);
     assert_eq!(failed, 0, "after the loss: {reason:?}");
 }
