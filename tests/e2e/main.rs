@@ -15,6 +15,7 @@ mod hub;
 mod infer;
 mod install;
 mod listeners;
+mod oauth;
 mod plugins;
 mod relay;
 mod replicas;

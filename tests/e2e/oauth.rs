@@ -1,0 +1,446 @@
+//! `auth = "oauth"` end to end: `runbyte login` against a real OAuth 2.1 authorization server
+//! and protected MCP server (`tests/python/oauth_server.py`: discovery from the 401, dynamic
+//! client registration, PKCE, access tokens that live 2 s and rotated refresh tokens), the
+//! tokens then used, refreshed and forgotten by `tools`, `exec`, `call` and `logout`.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::TcpStream,
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use runbyte_tests::{Output, TempDir, config_of, repo_root, result_json, run, runbyte, test_dep};
+use serde_json::Value;
+
+/// How long the server's access tokens live, in seconds.
+const TOKEN_LIFETIME: u64 = 2;
+/// A wait past [`TOKEN_LIFETIME`]: the token held before it has expired after it.
+const PAST_EXPIRY: Duration = Duration::from_secs(3);
+
+/// `oauth_server.py` on a loopback port of its choosing, killed when dropped. Its request log
+/// (`--log`) goes to a file that the assertions print.
+struct OAuthServer {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl OAuthServer {
+    fn start(python: &Path, dir: &TempDir) -> OAuthServer {
+        let log = dir.path().join("oauth-server.log");
+        let mut child = Command::new(python)
+            .arg(repo_root().join("tests/python/oauth_server.py"))
+            .args([
+                "--port",
+                "0",
+                "--token-lifetime",
+                &TOKEN_LIFETIME.to_string(),
+            ])
+            .arg("--log")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        // Port 0: the server picks a free port and says which (no race with another test).
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut server = OAuthServer {
+            child,
+            base: String::new(),
+            log,
+        };
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("oauth_server.py did not start:\n{}", server.log()));
+        server.base = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("not its `listening` line: {line}"))
+            .to_owned();
+        server
+    }
+
+    fn port(&self) -> u16 {
+        self.base.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    /// Its request log so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Its counters (`/stats`).
+    fn stats(&self) -> Value {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port())).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .write_all(b"GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
+        serde_json::from_str(body).unwrap()
+    }
+}
+
+impl Drop for OAuthServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `$BROWSER` that opens the URL it is given headlessly: a GET that follows the authorization
+/// server's 302 to `runbyte login`'s loopback callback.
+fn browser(dir: &TempDir, python: &Path) -> PathBuf {
+    let script = dir.write(
+        "browser.sh",
+        &format!(
+            "#!/bin/sh\nexec '{}' -c 'import sys, urllib.request; \
+             print(urllib.request.urlopen(sys.argv[1], timeout=30).status, file=sys.stderr)' \"$1\"\n",
+            python.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// `runbyte --config <config> login secure` with `BROWSER` set; should `BROWSER` not have
+/// opened the authorization URL 5 s after it was printed (no authorization at the server), the
+/// test opens it itself. At most a minute.
+fn login(dir: &TempDir, config: &str, browser: &Path, server: &OAuthServer) -> Output {
+    let mut child = Command::new(runbyte())
+        .args(["--config", config, "login", "secure"])
+        .current_dir(dir.path())
+        .env_remove("RUNBYTE_CONFIG")
+        .env("RUNBYTE_LOG", "warn")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("BROWSER", browser)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut stdout, mut printed, mut opened) = (String::new(), None, false);
+    loop {
+        match lines.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) => {
+                if printed.is_none() && line.starts_with("http") {
+                    printed = Some((line.trim().to_owned(), Instant::now()));
+                }
+                stdout.push_str(&line);
+                stdout.push('\n');
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some((url, at)) = &printed
+            && !opened
+            && at.elapsed() > Duration::from_secs(5)
+            && server.stats()["authorizations"] == 0
+        {
+            eprintln!("BROWSER did not open the authorization URL within 5 s: opening it");
+            let _ = Command::new(browser).arg(url).status();
+            opened = true;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`runbyte login secure` did not end within a minute\nstdout:\n{stdout}\nstderr:\n{}\nserver:\n{}",
+                stderr.join().unwrap(),
+                server.log()
+            );
+        }
+    }
+    let status = child.wait().unwrap();
+    Output {
+        code: status.code(),
+        stdout,
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// Every string value of a `key` member anywhere in `value`.
+fn strings_of(value: &Value, key: &str, found: &mut Vec<String>) {
+    match value {
+        Value::Object(members) => {
+            for (name, member) in members {
+                match member {
+                    Value::String(text) if name == key => found.push(text.clone()),
+                    _ => strings_of(member, key, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| strings_of(item, key, found)),
+        _ => {}
+    }
+}
+
+/// The stored token files (`<state>/runbyte/oauth/`, JSON) and the access and refresh tokens
+/// they hold.
+fn stored_tokens(dir: &TempDir) -> (Vec<PathBuf>, Vec<String>, Vec<String>) {
+    let files = files_under(&dir.path().join("state/runbyte/oauth"));
+    let (mut access, mut refresh) = (Vec::new(), Vec::new());
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let value: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not JSON ({e}):\n{text}", file.display()));
+        strings_of(&value, "access_token", &mut access);
+        strings_of(&value, "refresh_token", &mut refresh);
+    }
+    (files, access, refresh)
+}
+
+/// The `token_serial` in a `whoami` answer, however it was printed.
+fn serial_in(text: &str) -> u64 {
+    let after = text
+        .split("token_serial")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no token_serial in {text}"));
+    let digits: String = after
+        .trim_start_matches(|c: char| c == '"' || c == ':' || c.is_whitespace())
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|e| panic!("token_serial is not a number ({e}) in {text}"))
+}
+
+/// Neither token appears in anything a command printed.
+fn assert_secret(secrets: &[String], outputs: &[(&str, &Output)]) {
+    for (what, output) in outputs {
+        for secret in secrets {
+            assert!(
+                !output.stdout.contains(secret.as_str())
+                    && !output.stderr.contains(secret.as_str()),
+                "`runbyte {what}` printed a token:\n{output:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn login_stores_tokens_that_commands_use_and_refresh_and_logout_forgets_them() {
+    let Some(python) = test_dep("venv/bin/python") else {
+        return;
+    };
+    let dir = TempDir::new("oauth");
+    let server = OAuthServer::start(&python, &dir);
+    let config = dir.write(
+        "runbyte.toml",
+        &config_of(&[format!(
+            "[servers.secure]\ntransport = \"http\"\nurl = \"{}/mcp\"\nauth = \"oauth\"\n",
+            server.base
+        )]),
+    );
+    let config = config.to_str().unwrap();
+    let runbyte = |args: &[&str]| {
+        let mut all = vec!["--config", config];
+        all.extend_from_slice(args);
+        run(dir.path(), &all)
+    };
+    let needs_login = |output: &Output, when: &str| {
+        let said = format!("{}{}", output.stdout, output.stderr);
+        assert!(
+            said.contains("secure") && said.contains("runbyte login secure"),
+            "{when}, `runbyte tools` should say `secure` needs `runbyte login secure`:\n{output:?}\nserver:\n{}",
+            server.log()
+        );
+    };
+
+    // Before any login: the server needs one, and asking never starts a flow of its own.
+    let before = runbyte(&["tools"]);
+    needs_login(&before, "before login");
+    let stats = server.stats();
+    assert_eq!(stats["registrations"], 0, "{stats}\n{before:?}");
+    assert_eq!(stats["authorizations"], 0, "{stats}\n{before:?}");
+
+    // Login: discovery, registration, the browser, the callback, the code grant.
+    let browser = browser(&dir, &python);
+    let logged_in = login(&dir, config, &browser, &server);
+    assert_eq!(
+        logged_in.code,
+        Some(0),
+        "{logged_in:?}\nserver:\n{}",
+        server.log()
+    );
+    assert!(logged_in.stdout.contains("Logged in to"), "{logged_in:?}");
+    let stats = server.stats();
+    assert_eq!(stats["registrations"], 1, "{stats}\n{logged_in:?}");
+    assert_eq!(stats["authorizations"], 1, "{stats}\n{logged_in:?}");
+    assert_eq!(stats["code_grants"], 1, "{stats}\n{logged_in:?}");
+    let (files, access, refresh) = stored_tokens(&dir);
+    assert!(
+        !files.is_empty(),
+        "no token file under state/runbyte/oauth/\n{logged_in:?}"
+    );
+    for file in &files {
+        let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} has mode {mode:o}", file.display());
+    }
+    assert!(
+        !access.is_empty() && !refresh.is_empty(),
+        "no access_token and refresh_token in {files:?}"
+    );
+    let mut secrets: Vec<String> = access.into_iter().chain(refresh.clone()).collect();
+
+    // The tokens are used, never shown.
+    let listed = runbyte(&["tools"]);
+    assert!(
+        listed.stdout.contains("secure") && listed.stdout.contains("whoami"),
+        "{listed:?}\nserver:\n{}",
+        server.log()
+    );
+    assert!(
+        !listed.stdout.contains("runbyte login secure"),
+        "{listed:?}"
+    );
+
+    // One execution outlives its access token: the second call refreshes (a new serial).
+    dir.write(
+        "outlives.ts",
+        "import { whoami } from './servers/secure';\n\
+         const first = await whoami({});\n\
+         await new Promise((done) => setTimeout(done, 3000));\n\
+         const second = await whoami({});\n\
+         export default { first, second };\n",
+    );
+    let outlived = runbyte(&["exec", "outlives.ts"]);
+    assert_eq!(
+        outlived.code,
+        Some(0),
+        "{outlived:?}\nserver:\n{}",
+        server.log()
+    );
+    let result = result_json(&outlived.stdout);
+    let (first, second) = (&result["first"], &result["second"]);
+    let serials = [first, second].map(|answer| {
+        answer["token_serial"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("not `whoami`'s answers: {result}"))
+    });
+    assert!(
+        serials[0] < serials[1],
+        "the second call should carry a refreshed token: {result}\nserver:\n{}",
+        server.log()
+    );
+    assert!(first["client_id"].is_string(), "{result}");
+    assert_eq!(first["client_id"], second["client_id"], "{result}");
+    let mut serial = serials[1];
+
+    // A command started after its stored token expired refreshes before (or on the 401 of) its
+    // first request, with the refresh token the last process stored (the server rotates them:
+    // the one from `login` is spent).
+    std::thread::sleep(PAST_EXPIRY);
+    let called = runbyte(&["call", "secure", "whoami", "{}"]);
+    assert_eq!(
+        called.code,
+        Some(0),
+        "{called:?}\nserver:\n{}",
+        server.log()
+    );
+    assert!(serial_in(&called.stdout) > serial, "{called:?}");
+    serial = serial_in(&called.stdout);
+
+    std::thread::sleep(PAST_EXPIRY);
+    dir.write(
+        "expired.ts",
+        "import { whoami } from './servers/secure';\nexport default await whoami({});\n",
+    );
+    let expired = runbyte(&["exec", "expired.ts"]);
+    assert_eq!(
+        expired.code,
+        Some(0),
+        "{expired:?}\nserver:\n{}",
+        server.log()
+    );
+    let result = result_json(&expired.stdout);
+    assert!(
+        result["token_serial"].as_u64() > Some(serial),
+        "{result} after serial {serial}"
+    );
+    assert_eq!(result["client_id"], first["client_id"], "{result}");
+
+    // Every new token came from a refresh with the stored client: four strictly increasing
+    // serials after a single code grant are at least three refreshes.
+    let stats = server.stats();
+    assert_eq!(stats["registrations"], 1, "{stats}");
+    assert_eq!(stats["authorizations"], 1, "{stats}");
+    assert_eq!(stats["code_grants"], 1, "{stats}");
+    assert!(stats["refresh_grants"].as_u64() >= Some(3), "{stats}");
+    let (_, access, refresh_now) = stored_tokens(&dir);
+    assert!(
+        !refresh_now.is_empty() && refresh_now.iter().all(|t| !refresh.contains(t)),
+        "the rotated refresh token should have been stored: {refresh_now:?} (at login: {refresh:?})"
+    );
+    secrets.extend(access.into_iter().chain(refresh_now));
+    assert_secret(
+        &secrets,
+        &[
+            ("login", &logged_in),
+            ("tools", &listed),
+            ("exec", &outlived),
+            ("call", &called),
+            ("exec", &expired),
+        ],
+    );
+
+    // Logout forgets the tokens; the server needs a login again.
+    let logged_out = runbyte(&["logout", "secure"]);
+    assert_eq!(logged_out.code, Some(0), "{logged_out:?}");
+    let (files, access, refresh) = stored_tokens(&dir);
+    assert!(
+        access.is_empty() && refresh.is_empty(),
+        "tokens left after logout in {files:?}"
+    );
+    let after = runbyte(&["tools"]);
+    needs_login(&after, "after logout");
+    let stats = server.stats();
+    assert_eq!(stats["registrations"], 1, "{stats}\n{after:?}");
+    assert_eq!(stats["authorizations"], 1, "{stats}\n{after:?}");
+}
