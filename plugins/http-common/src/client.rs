@@ -200,6 +200,23 @@ pub async fn read_capped(response: &mut Response, limit: usize) -> Result<Vec<u8
     }
 }
 
+/// For the text of a refused request: ` (WWW-Authenticate: <challenge>)` when the server sent
+/// a 401 or 403 with a challenge (at most 2 KiB of it), else nothing. The host reads the
+/// challenge from there to log in or ask for more scope.
+pub fn challenge_of(response: &Response) -> String {
+    if !matches!(response.status().as_u16(), 401 | 403) {
+        return String::new();
+    }
+    match response
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .and_then(|value| value.to_str().ok())
+    {
+        Some(challenge) if challenge.len() <= 2048 => format!(" (WWW-Authenticate: {challenge})"),
+        _ => String::new(),
+    }
+}
+
 /// Reads an error response's body for a message: a short excerpt, never more than 64 KiB read.
 pub async fn error_excerpt(response: &mut Response) -> String {
     match read_capped(response, 64 * 1024).await {

@@ -70,8 +70,12 @@ impl LegacyClient {
             .map_err(|error| format!("GET {url} failed: {}", client::describe(&error)))?;
         if !response.status().is_success() {
             let status = response.status();
+            let challenge = client::challenge_of(&response);
             let body = client::error_excerpt(&mut response).await;
-            return Err(format!("HTTP {} from GET {url}: {body}", status.as_u16()));
+            return Err(format!(
+                "HTTP {} from GET {url}: {body}{challenge}",
+                status.as_u16()
+            ));
         }
         if !client::content_type_is(&response, "text/event-stream") {
             return Err(format!("GET {url} did not answer with an event stream"));
@@ -130,8 +134,13 @@ impl LegacyClient {
             Ok(response) if response.status().is_success() => return,
             Ok(mut response) => {
                 let status = response.status();
+                let challenge = client::challenge_of(&response);
                 let body = client::error_excerpt(&mut response).await;
-                let text = format!("HTTP {} from {}: {body}", status.as_u16(), self.endpoint);
+                let text = format!(
+                    "HTTP {} from {}: {body}{challenge}",
+                    status.as_u16(),
+                    self.endpoint
+                );
                 let fatal = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::NOT_FOUND);
                 (text, fatal)
             }

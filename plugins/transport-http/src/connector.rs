@@ -406,8 +406,13 @@ impl Shared {
             return self.fall_back(text, status, &ids).await;
         }
         if !status.is_success() {
+            let challenge = client::challenge_of(&response);
             let body = client::error_excerpt(&mut response).await;
-            let why = format!("HTTP {} from {}: {body}", status.as_u16(), self.url);
+            let why = format!(
+                "HTTP {} from {}: {body}{challenge}",
+                status.as_u16(),
+                self.url
+            );
             self.fail(&ids, &why);
             return self.die(why);
         }
@@ -494,8 +499,13 @@ impl Shared {
                 continue;
             }
             if !status.is_success() {
+                let challenge = client::challenge_of(&response);
                 let body = client::error_excerpt(&mut response).await;
-                let why = format!("HTTP {} from {}: {body}", status.as_u16(), self.url);
+                let why = format!(
+                    "HTTP {} from {}: {body}{challenge}",
+                    status.as_u16(),
+                    self.url
+                );
                 self.fail(&ids, &why);
                 if status == StatusCode::UNAUTHORIZED {
                     self.die(why);
@@ -545,6 +555,7 @@ impl Shared {
         };
         let status = response.status();
         if !status.is_success() {
+            let challenge = client::challenge_of(&response);
             let body = client::read_capped(&mut response, 64 * 1024)
                 .await
                 .unwrap_or_default();
@@ -562,7 +573,7 @@ impl Shared {
                 }
                 None => {
                     let why = format!(
-                        "HTTP {} from {}: {}",
+                        "HTTP {} from {}: {}{challenge}",
                         status.as_u16(),
                         self.url,
                         client::excerpt(&body)
