@@ -24,3 +24,31 @@ pub fn read_private(path: &Path, what: &str) -> std::io::Result<Result<String, S
     std::io::Read::read_to_string(&mut file, &mut text)?;
     Ok(Ok(text))
 }
+
+/// Writes `bytes` to `path` so that no one else may read it (mode 0600) and no reader sees half
+/// of it: through a temporary file beside it, renamed over it. Creates the folder.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("the file has no folder"))?;
+    std::fs::create_dir_all(dir)?;
+    let temporary = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut out = options.open(&temporary)?;
+    out.write_all(bytes)?;
+    out.sync_all()?;
+    drop(out);
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
+}

@@ -329,30 +329,8 @@ fn load(server: &str, file: &Path) -> BTreeMap<String, Learned> {
 }
 
 fn write_atomically(file: &Path, state: &StateFile) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = file
-        .parent()
-        .ok_or_else(|| std::io::Error::other("the state file has no folder"))?;
-    std::fs::create_dir_all(dir)?;
     let text = serde_json::to_vec(state).map_err(std::io::Error::other)?;
-    let temporary = dir.join(format!(
-        ".{}.{}.tmp",
-        file.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut out = options.open(&temporary)?;
-    out.write_all(&text)?;
-    out.sync_all()?;
-    drop(out);
-    std::fs::rename(&temporary, file).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temporary);
-    })
+    crate::config::write_private(file, &text)
 }
 
 /// The servers whose tools a set of names covers, deduplicated (for the driver's settle).
