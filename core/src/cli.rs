@@ -7,7 +7,8 @@ use runbyte_plugin_api::PluginKind;
 use serde_json::{Value, json};
 
 use crate::{
-    config::{self, Config, Protocol},
+    auth::{Account, Accounts, Opener},
+    config::{self, Auth, Config, Protocol},
     gateway::Gateway,
     hub::{CallOptions, Status},
     plugin::{self, PluginInfo},
@@ -112,6 +113,35 @@ pub enum Command {
         /// (or an object whose `toolCalls` is one).
         #[arg(long)]
         calls: Option<String>,
+        /// How to authorize when the server asks (as `auth` in runbyte.toml): `oauth` logs in
+        /// on the spot (the URL is printed and opened with $BROWSER), `client-credentials`
+        /// needs --client-id and --client-secret. Nothing is kept afterwards.
+        #[arg(long)]
+        auth: Option<String>,
+        /// A client id registered beforehand (`client-id`).
+        #[arg(long)]
+        client_id: Option<String>,
+        /// Its secret (`client-secret`).
+        #[arg(long)]
+        client_secret: Option<String>,
+        /// A client ID metadata document's URL (`client-metadata-url`).
+        #[arg(long)]
+        client_metadata_url: Option<String>,
+    },
+    /// Log in to an HTTP server that needs OAuth: prints the authorization URL (and opens a
+    /// browser when there is one), waits for the redirect on a loopback port, and keeps the
+    /// tokens in a private file under the user's state folder.
+    Login {
+        /// The server's name in runbyte.toml.
+        server: String,
+        /// Only print the URL; do not open a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the tokens `runbyte login` kept for a server.
+    Logout {
+        /// The server's name in runbyte.toml.
+        server: String,
     },
     /// Print a shell's completion script for runbyte (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -209,7 +239,21 @@ pub fn main() -> ExitCode {
                 url,
                 protocol,
                 calls,
-            } => probe(config, &url, &protocol, calls.as_deref()).await,
+                auth,
+                client_id,
+                client_secret,
+                client_metadata_url,
+            } => {
+                let credentials = ProbeCredentials {
+                    auth,
+                    client_id,
+                    client_secret,
+                    client_metadata_url,
+                };
+                probe(config, &url, &protocol, calls.as_deref(), credentials).await
+            }
+            Command::Login { server, no_browser } => login(config, &server, no_browser).await,
+            Command::Logout { server } => logout(&config, &server),
             Command::Exec { file } => exec(config, &file).await,
             Command::Stats { audit } => stats(&config, audit),
             Command::Ls { path, descriptions } => {
@@ -724,7 +768,24 @@ fn made_up_arguments(schema: &serde_json::Map<String, Value>) -> Value {
     Value::Object(arguments)
 }
 
-async fn probe(mut config: Config, url: &str, protocol: &str, calls: Option<&str>) -> ExitCode {
+/// `runbyte probe`'s credential flags.
+struct ProbeCredentials {
+    auth: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    client_metadata_url: Option<String>,
+}
+
+/// How many times `runbyte probe` logs in again for more scope before it gives up on a call.
+const MAX_STEP_UPS: usize = 3;
+
+async fn probe(
+    mut config: Config,
+    url: &str,
+    protocol: &str,
+    calls: Option<&str>,
+    credentials: ProbeCredentials,
+) -> ExitCode {
     let protocol = match protocol {
         "auto" => Protocol::Auto,
         version if version >= "2026-07-28" => Protocol::Stateless,
@@ -749,17 +810,46 @@ async fn probe(mut config: Config, url: &str, protocol: &str, calls: Option<&str
             )
         }
     };
+    let auth = match credentials.auth.as_deref() {
+        None => None,
+        Some(text) => match serde_json::from_value::<Auth>(json!(text)) {
+            Ok(auth) => Some(auth),
+            Err(_) => return fail("--auth must be oauth, client-credentials or none"),
+        },
+    };
     let server = crate::config::ServerConfig {
         url: Some(url.to_owned()),
         protocol,
+        auth,
+        client_id: credentials.client_id,
+        client_secret: credentials.client_secret,
+        client_metadata_url: credentials.client_metadata_url,
         ..Default::default()
     };
     config.servers = [("probe".to_owned(), server)].into_iter().collect();
-    let runtime: Arc<Gateway> = Gateway::hub_only(config);
+    let accounts = Accounts::in_memory(&config);
+    let account = accounts.get("probe").cloned();
+    let runtime: Arc<Gateway> = Gateway::hub_only_with(config, accounts);
     runtime.hub.start().await;
-    let Some(view) = runtime.hub.server("probe").await else {
+    let Some(mut view) = runtime.hub.server("probe").await else {
         return fail("the server did not start");
     };
+    // It asks for OAuth: log in on the spot, then connect again (again if its authorization
+    // server changed and refused the new tokens).
+    for _ in 0..MAX_STEP_UPS {
+        let (Status::Failed { error, .. }, Some(account)) = (&view.status, &account) else {
+            break;
+        };
+        if !error.contains(&crate::auth::needs_login("probe")) {
+            break;
+        }
+        if let Err(error) = probe_login(account).await {
+            runtime.hub.shutdown().await;
+            return fail(&error);
+        }
+        let _ = runtime.hub.connect_now("probe").await;
+        view = runtime.hub.server("probe").await.unwrap_or(view);
+    }
     if let Status::Failed { error, .. } = &view.status {
         runtime.hub.shutdown().await;
         return fail(&format!("{url}: {error}"));
@@ -781,11 +871,31 @@ async fn probe(mut config: Config, url: &str, protocol: &str, calls: Option<&str
     let asker: Arc<dyn crate::relay::Asker> = Arc::new(crate::relay::Unattended);
     let mut failed = 0;
     for (tool, arguments) in planned {
-        let options = CallOptions {
-            asker: Some(asker.clone()),
-            ..CallOptions::default()
+        let mut step_ups = 0;
+        let outcome = loop {
+            let options = CallOptions {
+                asker: Some(asker.clone()),
+                ..CallOptions::default()
+            };
+            let outcome = runtime
+                .hub
+                .call("probe", &tool, arguments.clone(), options)
+                .await;
+            // More scope asked for (HTTP 403, insufficient_scope): log in again for it.
+            let wants_scope =
+                matches!(&outcome, Err(error) if error.to_string().contains("insufficient_scope"));
+            match (&account, wants_scope) {
+                (Some(account), true) if step_ups < MAX_STEP_UPS => {
+                    step_ups += 1;
+                    if let Err(error) = probe_login(account).await {
+                        println!("  {tool}: {error}");
+                        break outcome;
+                    }
+                }
+                _ => break outcome,
+            }
         };
-        match runtime.hub.call("probe", &tool, arguments, options).await {
+        match outcome {
             Ok(result) if result.is_error != Some(true) => {
                 println!(
                     "  {tool}: ok {}",
@@ -810,6 +920,105 @@ async fn probe(mut config: Config, url: &str, protocol: &str, calls: Option<&str
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// `runbyte probe`'s login: as `runbyte login`, on the spot.
+async fn probe_login(account: &crate::auth::Account) -> Result<(), String> {
+    let mut say = |line: &str| println!("  {line}");
+    let granted = crate::auth::login(account, Opener::System, &mut say).await?;
+    println!("  logged in: scopes {}", describe_scopes(&granted.scopes));
+    Ok(())
+}
+
+fn describe_scopes(scopes: &[String]) -> String {
+    if scopes.is_empty() {
+        "(none named)".to_owned()
+    } else {
+        scopes.join(" ")
+    }
+}
+
+async fn login(config: Config, server: &str, no_browser: bool) -> ExitCode {
+    let Some(settings) = config.servers.get(server) else {
+        let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+        return fail(&format!(
+            "unknown server `{server}`; the servers are: {}",
+            known.join(", ")
+        ));
+    };
+    match settings.auth {
+        Some(Auth::None) => {
+            return fail(&format!(
+                "server `{server}` has `auth = \"none\"`: nothing to log in to"
+            ));
+        }
+        Some(Auth::ClientCredentials) => {
+            return fail(&format!(
+                "server `{server}` uses client credentials (`client-id`, `client-secret`): \
+                 Runbyte gets its tokens itself, no login needed"
+            ));
+        }
+        _ => {}
+    }
+    let Some(account) = Account::new(server, settings) else {
+        return fail(&format!(
+            "server `{server}` is not reached by `url`: OAuth is for HTTP servers (a stdio \
+             server takes its credentials in `env`)"
+        ));
+    };
+    crate::redact::install(&crate::redact::Secrets::from_config(&config));
+    let opener = if no_browser {
+        Opener::Never
+    } else {
+        Opener::System
+    };
+    let mut say = |line: &str| println!("{line}");
+    match crate::auth::login(&account, opener, &mut say).await {
+        Ok(granted) => {
+            let lasts = granted
+                .expires_in
+                .map(|lifetime| format!("the access token lasts {} s", lifetime.as_secs()))
+                .unwrap_or_else(|| "the access token's lifetime was not given".to_owned());
+            let refresh = if granted.refreshable {
+                "Runbyte refreshes it"
+            } else {
+                "no refresh token came with it: log in again when it expires"
+            };
+            println!(
+                "Logged in to `{server}`: scopes {}; {lasts}; {refresh}.",
+                describe_scopes(&granted.scopes)
+            );
+            if let Some(file) = granted.file {
+                println!("Kept in {} (only you can read it).", file.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(&error),
+    }
+}
+
+fn logout(config: &Config, server: &str) -> ExitCode {
+    let Some(url) = config.servers.get(server).and_then(|s| s.url.as_deref()) else {
+        return fail(&format!("no HTTP server `{server}` in the configuration"));
+    };
+    let store = crate::auth::store::Store::for_server(server, url);
+    match store.clear() {
+        Ok(true) => {
+            println!(
+                "Logged out of `{server}` (deleted {}).",
+                store
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            println!("Nothing was kept for `{server}`.");
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(&error),
     }
 }
 

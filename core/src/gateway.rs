@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::{
     audit::AuditLog,
+    auth::Accounts,
     codegen::CodegenDriver,
     config::Config,
     exe::runbyte_exe,
@@ -82,9 +83,24 @@ impl Gateway {
     /// A gateway with only the Hub: for `runbyte tools` and `runbyte call`, which need no dialect
     /// or policy. Must be called inside the tokio runtime.
     pub fn hub_only(config: Config) -> Arc<Self> {
+        let accounts = Accounts::new(&config);
+        Self::hub_only_with(config, accounts)
+    }
+
+    /// [`Gateway::hub_only`] with the servers' OAuth accounts given (`runbyte probe` keeps its
+    /// credentials in memory).
+    pub fn hub_only_with(config: Config, accounts: Accounts) -> Arc<Self> {
         let search = PluginSearch::from_config(&config);
         // `runbyte tools` and `runbyte call` run no execution: nothing to trace or count.
-        Self::assemble(config, search, None, Vec::new(), None, Telemetry::default())
+        Self::assemble(
+            config,
+            search,
+            None,
+            Vec::new(),
+            None,
+            Telemetry::default(),
+            accounts,
+        )
     }
 
     /// The whole gateway: the dialect and every policy opened (an error names the plugin), the
@@ -105,7 +121,16 @@ impl Gateway {
         let servers = config.servers.keys().cloned().collect();
         let telemetry =
             Telemetry::from_config(&config.telemetry, servers).map_err(StartError::Telemetry)?;
-        let gateway = Self::assemble(config, search, Some(dialect), policies, audit, telemetry);
+        let accounts = Accounts::new(&config);
+        let gateway = Self::assemble(
+            config,
+            search,
+            Some(dialect),
+            policies,
+            audit,
+            telemetry,
+            accounts,
+        );
         // A key file or a store that cannot be used is a start-up error, not a surprise at the
         // first pause.
         gateway.state_store().map_err(StartError::StateStore)?;
@@ -122,10 +147,11 @@ impl Gateway {
         policies: Vec<PolicyPlugin>,
         audit: Option<AuditLog>,
         telemetry: Telemetry,
+        accounts: Accounts,
     ) -> Arc<Self> {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search.clone()));
-        let hub = Hub::new(&config, transports.clone());
+        let hub = Hub::with_accounts(&config, transports.clone(), accounts);
         let vfs = Arc::new(Vfs::default());
         let code: Vec<String> = config
             .enabled_servers()

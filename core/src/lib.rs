@@ -8,6 +8,7 @@
 #![deny(clippy::print_stdout)]
 
 mod audit;
+pub mod auth;
 // The CLI's commands print their answers.
 #[allow(clippy::print_stdout)]
 pub mod cli;

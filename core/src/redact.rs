@@ -2,10 +2,11 @@
 //! (log lines, the audit log, the VFS, errors thrown into programs, the CLI's output) passes
 //! through [`Secrets::redact`] first, on the raw text.
 //!
-//! What counts as a secret: every header and environment value of every server (and each word
-//! of one, for `Bearer <token>`), the userinfo and every query-string value of every server's
-//! URL, and the contents of token files. Each is matched as it is and as it reads inside a JSON
-//! string, so that a secret holding `"` or `\` is caught in JSON lines too. Independently of the
+//! What counts as a secret: every header, environment value and client secret of every server
+//! (and each word of one, for `Bearer <token>`), every OAuth token Runbyte holds (added as it
+//! gets them), the userinfo and every query-string value of every server's URL, and the
+//! contents of token files. Each is matched as it is and as it reads inside a JSON string, so
+//! that a secret holding `"` or `\` is caught in JSON lines too. Independently of the
 //! configuration, the userinfo of any URL in the text (`https://user:pass@host`) is removed.
 
 use std::{
@@ -33,7 +34,12 @@ impl Secrets {
     pub fn from_config(config: &Config) -> Secrets {
         let mut values = Vec::new();
         for server in config.servers.values() {
-            for value in server.headers.values().chain(server.env.values()) {
+            for value in server
+                .headers
+                .values()
+                .chain(server.env.values())
+                .chain(server.client_secret.iter())
+            {
                 values.push(value.clone());
                 // `Bearer abc123` redacts the token as well as the whole value.
                 values.extend(value.split_whitespace().map(str::to_owned));

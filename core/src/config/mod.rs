@@ -8,7 +8,7 @@
 mod expand;
 mod private;
 
-pub use private::read_private;
+pub use private::{read_private, write_private};
 mod import;
 mod locate;
 #[cfg(test)]
@@ -382,6 +382,85 @@ pub struct ServerConfig {
     /// Whether its untyped tools' result types are inferred from their calls (default:
     /// `[server] infer-results`).
     pub infer_results: Option<bool>,
+    /// How Runbyte gets its credentials (`http`/`sse` servers): `oauth` (`runbyte login`),
+    /// `client-credentials` (a machine client's id and secret), or `none`. When absent,
+    /// credentials stored by `runbyte login` are used, and a 401 that names protected-resource
+    /// metadata says to log in.
+    pub auth: Option<Auth>,
+    /// A client id registered with the authorization server beforehand (else Runbyte registers
+    /// itself, or identifies itself by `client-metadata-url`).
+    pub client_id: Option<String>,
+    /// The secret of `client-id`, for a confidential client.
+    pub client_secret: Option<String>,
+    /// The scopes to ask for (default: those the server names).
+    pub scopes: Option<Vec<String>>,
+    /// The HTTPS URL of a client ID metadata document describing Runbyte, used as its client id
+    /// where the authorization server accepts them (else dynamic registration).
+    pub client_metadata_url: Option<String>,
+}
+
+/// `[servers.<name>] auth`: how Runbyte gets a server's credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Auth {
+    /// OAuth 2.1 authorization code with PKCE, once by `runbyte login`, then refreshed.
+    Oauth,
+    /// OAuth client credentials: `client-id` and `client-secret`, no person involved.
+    ClientCredentials,
+    /// Only the static `headers`; stored credentials are ignored.
+    None,
+}
+
+/// Whether a server's credential settings fit together: the field at fault and why.
+fn check_auth(server: &ServerConfig) -> Result<(), (&'static str, String)> {
+    let oauth_fields = [
+        ("client-id", server.client_id.is_some()),
+        ("client-secret", server.client_secret.is_some()),
+        ("scopes", server.scopes.is_some()),
+        ("client-metadata-url", server.client_metadata_url.is_some()),
+    ];
+    let uses_oauth = server.auth != Some(Auth::None);
+    if server.auth.is_some() && server.url.is_none() {
+        return Err((
+            "auth",
+            "OAuth is for servers reached by `url` (http or sse); a stdio server takes its \
+             credentials in `env`"
+                .to_owned(),
+        ));
+    }
+    if let Some((field, _)) = oauth_fields.iter().find(|(_, set)| *set)
+        && (server.url.is_none() || !uses_oauth)
+    {
+        return Err((
+            field,
+            "only applies to a server with a `url` whose `auth` is `oauth` or \
+             `client-credentials`"
+                .to_owned(),
+        ));
+    }
+    if server.client_secret.is_some() && server.client_id.is_none() {
+        return Err((
+            "client-secret",
+            "needs `client-id`: a secret belongs to a client registered beforehand".to_owned(),
+        ));
+    }
+    if server.auth == Some(Auth::ClientCredentials)
+        && (server.client_id.is_none() || server.client_secret.is_none())
+    {
+        return Err((
+            "auth",
+            "`client-credentials` needs `client-id` and `client-secret`".to_owned(),
+        ));
+    }
+    if let Some(url) = &server.client_metadata_url
+        && !url.starts_with("https://")
+    {
+        return Err((
+            "client-metadata-url",
+            format!("`{url}` must be an https:// URL: it is the client's public identity"),
+        ));
+    }
+    Ok(())
 }
 
 impl ServerConfig {
@@ -543,6 +622,9 @@ impl Config {
             if name.is_empty() || name.contains('/') || name == "." || name == ".." {
                 return Err(error("a server name must be non-empty and contain no `/`"));
             }
+            check_auth(server).map_err(|(field, message)| {
+                locator.error_at_key(&format!("{key}.{field}"), message)
+            })?;
         }
         // Directly exposed tools share Runbyte's own `tools/list`: each server's prefix must
         // keep its names apart from Runbyte's tools and from every other server's.

@@ -175,6 +175,8 @@ pub struct Connection {
     pub(super) callers: Callers,
     /// The server's `tools` and `exclude-tools`.
     filter: super::filter::ToolFilter,
+    /// The OAuth access token it was opened with, if any (a new token needs a new connection).
+    pub(super) bearer: Option<String>,
 }
 
 impl Connection {
@@ -496,6 +498,7 @@ impl Opening<'_> {
             ended: CancellationToken::new(),
             callers,
             filter: super::filter::ToolFilter::new(self.config),
+            bearer: None,
         };
         let listed = tokio::select! {
             listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,

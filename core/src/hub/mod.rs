@@ -37,6 +37,7 @@ pub use client::{Connection, Listed};
 pub use transports::Transports;
 
 use crate::{
+    auth::{Account, Accounts, NoToken},
     config::{Config, ServerConfig, Share},
     relay::Asker,
 };
@@ -174,6 +175,8 @@ struct SlotState {
 struct Slot {
     name: String,
     config: ServerConfig,
+    /// Its OAuth credentials (servers with a `url`).
+    account: Option<Arc<Account>>,
     state: Mutex<SlotState>,
 }
 
@@ -287,12 +290,18 @@ impl Hub {
     /// A Hub for the configuration's enabled servers. Nothing connects until [`Hub::start`].
     /// Must be called inside the tokio runtime.
     pub fn new(config: &Config, transports: Arc<Transports>) -> Self {
+        Self::with_accounts(config, transports, Accounts::new(config))
+    }
+
+    /// [`Hub::new`] with the servers' OAuth accounts given.
+    pub fn with_accounts(config: &Config, transports: Arc<Transports>, accounts: Accounts) -> Self {
         let servers = config
             .enabled_servers()
             .map(|(name, server)| {
                 let slot = Slot {
                     name: name.clone(),
                     config: server.clone(),
+                    account: accounts.get(name).cloned(),
                     state: Mutex::new(SlotState {
                         status: Status::Starting,
                         listed: Listed::default(),
@@ -391,6 +400,12 @@ impl Hub {
             })
     }
 
+    /// Connects a server now (after a login), rather than at its next retry.
+    pub async fn connect_now(&self, server: &str) -> Result<(), String> {
+        let slot = self.slot(server).map_err(|e| e.to_string())?.clone();
+        self.ensure_connected(&slot).await.map(|_| ())
+    }
+
     /// The live shared connection to a server, connecting (once, for all callers waiting) when
     /// there is none or the last one died. No lock is held while it connects.
     async fn ensure_connected(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, String> {
@@ -460,15 +475,52 @@ impl Hub {
     }
 
     async fn open(&self, slot: &Slot) -> Result<Connection, String> {
+        let Some(account) = &slot.account else {
+            return self.open_with(slot, None).await;
+        };
+        let bearer = account.bearer().await.map_err(|no| no.to_string())?;
+        let sent_token = bearer.is_some();
+        match self.open_with(slot, bearer).await {
+            // The token was refused: refreshed once, then tried again.
+            Err(error) if sent_token && crate::auth::is_unauthorized(&error) => {
+                account.note_challenge(&error);
+                let token = account.refreshed().await.map_err(|no| match no {
+                    NoToken::NeedsLogin(message) => format!("{message} (the token was refused)"),
+                    NoToken::Failed(message) => message,
+                })?;
+                self.open_with(slot, Some(token)).await
+            }
+            Err(error) => Err(account.explain_refusal(&error).unwrap_or(error)),
+            Ok(connection) => Ok(connection),
+        }
+    }
+
+    /// Opens a connection, with `bearer` as its `Authorization` when given.
+    async fn open_with(&self, slot: &Slot, bearer: Option<String>) -> Result<Connection, String> {
         let (transport_name, fallback) = slot.config.connector();
         let transport = self
             .inner
             .transports
             .get(transport_name)
             .map_err(|e| e.to_string())?;
-        let connection = client::connect(
+        let with_token;
+        let config = match &bearer {
+            Some(token) => {
+                let mut config = slot.config.clone();
+                config
+                    .headers
+                    .retain(|name, _| !name.eq_ignore_ascii_case("authorization"));
+                config
+                    .headers
+                    .insert("Authorization".to_owned(), format!("Bearer {token}"));
+                with_token = config;
+                &with_token
+            }
+            None => &slot.config,
+        };
+        let mut connection = client::connect(
             &slot.name,
-            &slot.config,
+            config,
             transport,
             fallback,
             slot.init_timeout(),
@@ -476,12 +528,62 @@ impl Hub {
             &self.inner.stopping,
         )
         .await?;
+        connection.bearer = bearer;
         // Opened just as the gateway stopped: nobody will close it later.
         if self.inner.stopping.is_cancelled() {
             connection.close().await;
             return Err(client::STOPPED.to_owned());
         }
         Ok(connection)
+    }
+
+    /// Replaces `connection` when the token it was opened with is due (it expires within a
+    /// minute, or a login here replaced it or gave one to a connection opened without): the next call opens a new one with a fresh token, and
+    /// the old one is closed once the calls it carries have had their time.
+    async fn retire_if_due(
+        &self,
+        slot: &Arc<Slot>,
+        session: Option<&str>,
+        connection: &Arc<Connection>,
+    ) -> bool {
+        let Some(account) = &slot.account else {
+            return false;
+        };
+        if !account.is_due(connection.bearer.as_deref()).await {
+            return false;
+        }
+        let retired = slot.with(|state| {
+            let link = match (slot.config.share, session) {
+                (Share::Session, Some(session)) => state.sessions.get(session).cloned(),
+                _ => Some(state.link.clone()),
+            };
+            let current = link
+                .and_then(|link| link.get().cloned())
+                .is_some_and(|current| Arc::ptr_eq(&current, connection));
+            if current {
+                match (slot.config.share, session) {
+                    (Share::Session, Some(session)) => {
+                        state.sessions.remove(session);
+                    }
+                    _ => state.link = Link::default(),
+                }
+            }
+            current
+        });
+        if retired {
+            tracing::info!(server = %slot.name, "its access token is due: connecting with a fresh one");
+            let old = connection.clone();
+            let grace = slot
+                .config
+                .call_timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_CALL_TIMEOUT);
+            tokio::spawn(async move {
+                tokio::time::sleep(grace).await;
+                old.close().await;
+            });
+        }
+        true
     }
 
     /// Retries a failed server in the background, doubling the wait each time up to a minute.
@@ -713,13 +815,102 @@ impl Hub {
                 message: "the arguments must be an object".to_owned(),
             });
         };
-        let connection = self
-            .connection_for(&slot, options.session.as_deref())
-            .await
-            .map_err(|reason| CallError::Unavailable {
-                server: server.to_owned(),
-                reason,
-            })?;
+        for attempt in 0..2 {
+            let outcome = self
+                .send_once(&slot, server, tool, &arguments, &options)
+                .await;
+            // A refused token (HTTP 401) is refreshed once and the call sent again: the server
+            // did not run it.
+            let refused = match &outcome {
+                Err(CallError::Exited { reason, .. }) => crate::auth::is_unauthorized(reason),
+                Err(CallError::Protocol { message, .. }) => crate::auth::is_unauthorized(message),
+                _ => false,
+            };
+            let account = slot.account.as_ref().filter(|account| account.uses_oauth());
+            let (true, Some(account)) = (refused, account) else {
+                return self.explain_scope(&slot, outcome);
+            };
+            if let Err(
+                CallError::Exited { reason, .. }
+                | CallError::Protocol {
+                    message: reason, ..
+                },
+            ) = &outcome
+            {
+                account.note_challenge(reason);
+            }
+            if attempt == 1 {
+                return outcome;
+            }
+            match account.refreshed().await {
+                Ok(_) => {
+                    tracing::info!(server, "the server refused its access token; refreshed it")
+                }
+                Err(no) => {
+                    let reason = no.to_string();
+                    slot.set_status(Status::Failed {
+                        error: reason.clone(),
+                        attempts: 0,
+                    });
+                    return Err(CallError::Unavailable {
+                        server: server.to_owned(),
+                        reason,
+                    });
+                }
+            }
+        }
+        unreachable!("the second attempt returns")
+    }
+
+    /// A 403 that asks for more scope says how to get it.
+    fn explain_scope(
+        &self,
+        slot: &Slot,
+        outcome: Result<CallToolResult, CallError>,
+    ) -> Result<CallToolResult, CallError> {
+        match outcome {
+            Err(CallError::Protocol {
+                server,
+                tool,
+                message,
+            }) if message.contains("HTTP 403") && message.contains("insufficient_scope") => {
+                if let Some(account) = &slot.account {
+                    account.note_challenge(&message);
+                }
+                Err(CallError::Protocol {
+                    message: format!(
+                        "{message}; it needs more scope: {}",
+                        crate::auth::needs_login(&server)
+                    ),
+                    server,
+                    tool,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Sends a call once on the server's current connection (a new one when its token is due).
+    async fn send_once(
+        &self,
+        slot: &Arc<Slot>,
+        server: &str,
+        tool: &str,
+        arguments: &serde_json::Map<String, Value>,
+        options: &CallOptions,
+    ) -> Result<CallToolResult, CallError> {
+        let session = options.session.as_deref();
+        let mut connection = self.connection_for(slot, session).await;
+        if let Ok(open) = &connection
+            && self.retire_if_due(slot, session, open).await
+        {
+            connection = self.connection_for(slot, session).await;
+        }
+        let connection = connection.map_err(|reason| CallError::Unavailable {
+            server: server.to_owned(),
+            reason,
+        })?;
+        let arguments = arguments.clone();
         let timeout = options
             .timeout
             .or(slot.config.call_timeout_ms.map(Duration::from_millis))

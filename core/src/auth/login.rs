@@ -1,0 +1,440 @@
+//! `runbyte login`: the OAuth 2.1 authorization-code flow with PKCE, run once per server by a
+//! person (and again for more scopes).
+//!
+//! The server's 401 names its protected-resource metadata, which names the authorization
+//! server. Runbyte identifies itself by a configured client id, else the client it registered
+//! before, else a client ID metadata document (`client-metadata-url`, where the authorization
+//! server takes them), else by registering (RFC 7591). It then prints the authorization URL,
+//! opens a browser when there is one, and takes the redirect on a loopback port of its own.
+
+use std::{path::PathBuf, time::Duration};
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationCallback, AuthorizationManager, OAuthClientConfig,
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+
+use super::{
+    Account, keep_secret,
+    store::{Client, Saved, Tokens},
+};
+
+/// How long `runbyte login` waits for the person to finish in the browser.
+const WAIT_FOR_REDIRECT: Duration = Duration::from_secs(300);
+
+/// The largest request head the redirect listener reads.
+const MAX_REQUEST_HEAD: usize = 16 * 1024;
+
+/// What a login obtained.
+#[derive(Debug)]
+pub struct Granted {
+    /// The scopes granted (as the authorization server said, else as asked).
+    pub scopes: Vec<String>,
+    /// How long the access token lives, when the server said.
+    pub expires_in: Option<Duration>,
+    /// Whether a refresh token came with it (else a new login when it expires).
+    pub refreshable: bool,
+    /// Where the credentials are kept (none: in memory).
+    pub file: Option<PathBuf>,
+}
+
+/// How the authorization URL reaches a browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opener {
+    /// `$BROWSER` when set, else the desktop's opener (`xdg-open` with a display, `open` on
+    /// macOS) when there is one; the URL is printed either way.
+    System,
+    /// Only print the URL.
+    Never,
+}
+
+impl Opener {
+    /// Opens `url`; what was run, if anything.
+    fn open(self, url: &str) -> Option<String> {
+        if self == Opener::Never {
+            return None;
+        }
+        let (program, mut args) = match std::env::var("BROWSER")
+            .ok()
+            .and_then(|value| value.split(':').next().map(str::trim).map(str::to_owned))
+            .filter(|entry| !entry.is_empty())
+        {
+            Some(entry) => {
+                let mut words = entry.split_whitespace().map(str::to_owned);
+                (words.next()?, words.collect::<Vec<_>>())
+            }
+            None if cfg!(target_os = "macos") => ("open".to_owned(), Vec::new()),
+            None if std::env::var_os("DISPLAY").is_some()
+                || std::env::var_os("WAYLAND_DISPLAY").is_some() =>
+            {
+                ("xdg-open".to_owned(), Vec::new())
+            }
+            None => return None,
+        };
+        if args.iter().any(|arg| arg.contains("%s")) {
+            args = args.iter().map(|arg| arg.replace("%s", url)).collect();
+        } else {
+            args.push(url.to_owned());
+        }
+        let mut child = std::process::Command::new(&program)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        std::thread::spawn(move || child.wait());
+        Some(program)
+    }
+}
+
+/// Logs in to `account`'s server; `say` prints a line for the person.
+pub async fn login(
+    account: &Account,
+    opener: Opener,
+    say: &mut (dyn FnMut(&str) + Send),
+) -> Result<Granted, String> {
+    let server = account.server();
+    let failed = |what: &str, error: AuthError| format!("{server}: {what}: {error}");
+    let challenge = match account.challenge() {
+        Some(challenge) => Some(challenge),
+        None => ask_for_challenge(account).await?,
+    };
+    super::install_crypto();
+    let mut manager = AuthorizationManager::new(account.url.as_str())
+        .await
+        .map_err(|error| failed("bad URL", error))?;
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .map_err(|error| failed("cannot discover its authorization server", error))?;
+    let metadata = resolution.metadata;
+    manager.set_metadata(metadata.clone());
+    let saved = account.store.load()?.unwrap_or_default();
+    let same_issuer = saved
+        .credentials
+        .as_ref()
+        .is_none_or(|credentials| credentials.issuer == metadata.issuer);
+
+    // Scopes: as configured, else as the server asks; with those of the last login (a step-up
+    // asks for more, never fewer).
+    let mut scopes = account
+        .settings
+        .scopes
+        .clone()
+        .unwrap_or_else(|| manager.select_scopes(None, &[]));
+    if same_issuer {
+        for scope in &saved.scopes {
+            if !scopes.contains(scope) {
+                scopes.push(scope.clone());
+            }
+        }
+    }
+    if !scopes.is_empty()
+        && !scopes.iter().any(|scope| scope == "offline_access")
+        && metadata
+            .scopes_supported
+            .as_ref()
+            .is_some_and(|supported| supported.iter().any(|scope| scope == "offline_access"))
+    {
+        scopes.push("offline_access".to_owned());
+    }
+    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+
+    // The client, and the loopback port its redirect URI names.
+    let reusable = saved.client.clone().filter(|client| {
+        same_issuer
+            && account
+                .settings
+                .client_id
+                .as_ref()
+                .is_none_or(|id| *id == client.client_id)
+    });
+    let (listener, client) = match reusable.and_then(|client| {
+        let port = port_of(&client.redirect_uri)?;
+        Some((
+            std::net::TcpListener::bind(("127.0.0.1", port)).ok()?,
+            client,
+        ))
+    }) {
+        Some((listener, client)) => (into_tokio(listener)?, client),
+        None => {
+            let listener = TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .map_err(|error| format!("cannot listen on a loopback port: {error}"))?;
+            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+            let client =
+                choose_client(account, &mut manager, &metadata, &redirect_uri, &scope_refs).await?;
+            (listener, client)
+        }
+    };
+    if let Some(secret) = &client.client_secret {
+        keep_secret(secret);
+    }
+    let mut config =
+        OAuthClientConfig::new(&client.client_id, &client.redirect_uri).with_scopes(scopes.clone());
+    if let Some(secret) = &client.client_secret {
+        config = config.with_client_secret(secret);
+    }
+    manager
+        .configure_client(config)
+        .map_err(|error| failed("bad client", error))?;
+    manager.set_credential_store(Tokens::new(
+        account.store.clone(),
+        Saved {
+            url: account.url.clone(),
+            client: Some(client),
+            scopes: scopes.clone(),
+            credentials: None,
+        },
+    ));
+    let url = manager
+        .get_authorization_url(&scope_refs)
+        .await
+        .map_err(|error| failed("cannot make the authorization URL", error))?;
+
+    say(&format!(
+        "Open this URL to let Runbyte use `{server}` (waiting {} s for the redirect):",
+        WAIT_FOR_REDIRECT.as_secs()
+    ));
+    say(&url);
+    if let Some(program) = opener.open(&url) {
+        say(&format!("(opened with {program})"));
+    }
+    let redirect = tokio::time::timeout(WAIT_FOR_REDIRECT, wait_for_redirect(&listener, server))
+        .await
+        .map_err(|_| {
+            format!(
+                "{server}: no redirect came back within {} s; run `runbyte login {server}` again",
+                WAIT_FOR_REDIRECT.as_secs()
+            )
+        })??;
+    let callback = AuthorizationCallback::from_redirect_url(&redirect)
+        .map_err(|error| failed("the redirect is not an authorization response", error))?;
+    let response = manager
+        .exchange_code_for_token_with_issuer(
+            &callback.code,
+            &callback.csrf_token,
+            callback.issuer.as_deref(),
+        )
+        .await
+        .map_err(|error| failed("the authorization server refused the code", error))?;
+    keep_secret(oauth2::TokenResponse::access_token(&response).secret());
+    account.logged_in().await;
+    let stored = account.store.load()?.and_then(|saved| saved.credentials);
+    Ok(Granted {
+        scopes: stored
+            .map(|credentials| credentials.granted_scopes)
+            .filter(|granted| !granted.is_empty())
+            .unwrap_or(scopes),
+        expires_in: oauth2::TokenResponse::expires_in(&response),
+        refreshable: oauth2::TokenResponse::refresh_token(&response).is_some(),
+        file: account.store.path().map(PathBuf::from),
+    })
+}
+
+/// Which client Runbyte is: the configured id, else a client ID metadata document where the
+/// authorization server takes one, else one it registers now.
+async fn choose_client(
+    account: &Account,
+    manager: &mut AuthorizationManager,
+    metadata: &rmcp::transport::auth::AuthorizationMetadata,
+    redirect_uri: &str,
+    scopes: &[&str],
+) -> Result<Client, String> {
+    let server = account.server();
+    if let Some(client_id) = &account.settings.client_id {
+        return Ok(Client {
+            client_id: client_id.clone(),
+            client_secret: account.settings.client_secret.clone(),
+            redirect_uri: redirect_uri.to_owned(),
+        });
+    }
+    let takes_documents = metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    if let Some(document) = &account.settings.client_metadata_url
+        && takes_documents
+    {
+        return Ok(Client {
+            client_id: document.clone(),
+            client_secret: None,
+            redirect_uri: redirect_uri.to_owned(),
+        });
+    }
+    if metadata.registration_endpoint.is_none() {
+        return Err(format!(
+            "{server}: its authorization server takes no client registration{}; register Runbyte \
+             there and set `client-id` (and `client-secret`) in [servers.{server}]",
+            if takes_documents {
+                " (it takes client ID metadata documents: set `client-metadata-url`)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let registered = manager
+        .register_client("Runbyte", redirect_uri, scopes)
+        .await
+        .map_err(|error| format!("{server}: registering Runbyte as a client failed: {error}"))?;
+    Ok(Client {
+        client_id: registered.client_id,
+        client_secret: registered.client_secret,
+        redirect_uri: redirect_uri.to_owned(),
+    })
+}
+
+/// The challenge of an unauthenticated request to the server (`None` when it took the request
+/// anyway, as a server does that protects only some operations).
+async fn ask_for_challenge(account: &Account) -> Result<Option<String>, String> {
+    super::install_crypto();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
+    let mut request = client
+        .post(account.url.as_str())
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header(CONTENT_TYPE, "application/json")
+        .header("MCP-Protocol-Version", "2025-11-25");
+    for (name, value) in &account.settings.headers {
+        if !name.eq_ignore_ascii_case("authorization") {
+            request = request.header(name.as_str(), value.as_str());
+        }
+    }
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "runbyte", "version": env!("CARGO_PKG_VERSION")}
+        }
+    });
+    let response = request
+        .body(initialize.to_string())
+        .send()
+        .await
+        .map_err(|error| {
+            format!(
+                "{}: cannot reach {}: {error}",
+                account.server(),
+                crate::redact::redact(&account.url)
+            )
+        })?;
+    Ok(response
+        .headers()
+        .get(WWW_AUTHENTICATE)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned))
+}
+
+fn port_of(redirect_uri: &str) -> Option<u16> {
+    let url = reqwest::Url::parse(redirect_uri).ok()?;
+    (url.host_str() == Some("127.0.0.1")).then_some(())?;
+    url.port()
+}
+
+fn into_tokio(listener: std::net::TcpListener) -> Result<TcpListener, String> {
+    listener
+        .set_nonblocking(true)
+        .and_then(|()| TcpListener::from_std(listener))
+        .map_err(|error| format!("cannot listen on a loopback port: {error}"))
+}
+
+/// Waits for the browser's request to `/callback`; its full URL. Other requests (a favicon)
+/// get a 404 and the wait goes on.
+async fn wait_for_redirect(listener: &TcpListener, server: &str) -> Result<String, String> {
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    loop {
+        let (mut stream, _) = listener
+            .accept()
+            .await
+            .map_err(|error| format!("the redirect listener failed: {error}"))?;
+        let Ok(Ok(target)) =
+            tokio::time::timeout(Duration::from_secs(10), request_target(&mut stream)).await
+        else {
+            continue;
+        };
+        if target != "/callback" && !target.starts_with("/callback?") {
+            respond(
+                &mut stream,
+                "404 Not Found",
+                "Not the authorization redirect.",
+            )
+            .await;
+            continue;
+        }
+        let url = format!("http://127.0.0.1:{port}{target}");
+        let query: Vec<(String, String)> = reqwest::Url::parse(&url)
+            .map(|url| url.query_pairs().into_owned().collect())
+            .unwrap_or_default();
+        let get = |key: &str| {
+            query
+                .iter()
+                .find(|(name, _)| name == key)
+                .map(|(_, value)| value.clone())
+        };
+        if let Some(error) = get("error") {
+            let description = get("error_description").unwrap_or_default();
+            respond(
+                &mut stream,
+                "200 OK",
+                &format!("Runbyte was not authorized: {error} {description}"),
+            )
+            .await;
+            return Err(format!(
+                "{server}: the authorization server answered `{error}` {description}"
+            ));
+        }
+        respond(
+            &mut stream,
+            "200 OK",
+            &format!("Runbyte may now use {server}. You can close this page."),
+        )
+        .await;
+        return Ok(url);
+    }
+}
+
+/// The target of an HTTP request's first line (`GET <target> HTTP/1.1`).
+async fn request_target(stream: &mut TcpStream) -> Result<String, String> {
+    let mut head = Vec::new();
+    let mut buffer = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let read = stream.read(&mut buffer).await.map_err(|e| e.to_string())?;
+        if read == 0 {
+            break;
+        }
+        head.extend_from_slice(&buffer[..read]);
+        if head.len() > MAX_REQUEST_HEAD {
+            return Err("request head too large".to_owned());
+        }
+    }
+    let text = String::from_utf8_lossy(&head);
+    let mut words = text.lines().next().unwrap_or_default().split_whitespace();
+    match (words.next(), words.next()) {
+        (Some("GET"), Some(target)) => Ok(target.to_owned()),
+        _ => Err("not a GET".to_owned()),
+    }
+}
+
+async fn respond(stream: &mut TcpStream, status: &str, text: &str) {
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>Runbyte</title><p>{}</p>",
+        text.replace('&', "&amp;").replace('<', "&lt;")
+    );
+    let answer = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
+         Cache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(answer.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}

@@ -1,0 +1,462 @@
+//! OAuth for downstream servers reached over HTTP: `runbyte login` once ([`login`]), then a
+//! bearer token on every connection, refreshed before it expires and after a 401.
+//!
+//! The flow itself (metadata discovery from the 401's `WWW-Authenticate`, registration, PKCE,
+//! the code exchange, refresh, issuer checks) is rmcp's [`AuthorizationManager`]; this module
+//! decides when to use it, keeps its results ([`store`]) and says what a user must do.
+//! Transport plugins see only an `Authorization` header in the connection target, so every
+//! connector, bundled or third-party, carries the token without knowing about OAuth.
+//!
+//! Tokens never reach the VFS, a program, the logs or the audit log: each one is added to the
+//! redaction layer as it is obtained.
+
+mod login;
+pub mod store;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, MutexGuard},
+    time::{Duration, Instant},
+};
+
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, ClientCredentialsConfig, OAuthClientConfig,
+};
+
+use crate::config::{Auth, Config, ServerConfig};
+pub use login::{Granted, Opener, login};
+use store::{Store, Tokens};
+
+/// How long before its expiry a token is replaced.
+const REFRESH_AHEAD: Duration = Duration::from_secs(60);
+
+/// How long the network part of getting a token (discovery, refresh) may take.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a server that needs a person to log in says, with the command that does it.
+pub fn needs_login(server: &str) -> String {
+    format!("needs login: run `runbyte login {server}`")
+}
+
+/// Whether a connection's failure text means the server refused its credentials (HTTP 401).
+pub fn is_unauthorized(reason: &str) -> bool {
+    reason.contains("HTTP 401")
+}
+
+/// The `WWW-Authenticate` challenge a transport quoted in a failure
+/// (`… (WWW-Authenticate: Bearer …)`), if any.
+pub fn challenge_in(reason: &str) -> Option<String> {
+    const MARK: &str = "(WWW-Authenticate: ";
+    let start = reason.find(MARK)? + MARK.len();
+    let rest = &reason[start..];
+    // It ends at the first `)` outside the challenge's own quoted strings.
+    let (mut quoted, mut escaped) = (false, false);
+    for (at, c) in rest.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ')' if !quoted => return Some(rest[..at].to_owned()),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// rmcp's HTTP client is reqwest built without a default TLS provider (features unify with the
+/// bundled HTTP plugins'): ring's is installed before any is built. Installing twice is harmless.
+fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Adds a token to the redaction layer.
+fn keep_secret(token: &str) {
+    crate::redact::install(&crate::redact::Secrets::new([token.to_owned()]));
+}
+
+/// One server's credentials at run time.
+pub struct Account {
+    server: String,
+    url: String,
+    mode: Option<Auth>,
+    settings: ServerConfig,
+    store: Store,
+    live: tokio::sync::Mutex<Live>,
+    /// The last challenge the server sent (from a refused connection or call).
+    challenge: Mutex<Option<String>>,
+    /// Set by a login in this process: connections opened before it (without a token, or with
+    /// the old one) are to be replaced.
+    logged_in: std::sync::atomic::AtomicBool,
+}
+
+/// What an account holds in memory between calls.
+#[derive(Default)]
+struct Live {
+    manager: Option<AuthorizationManager>,
+    token: Option<String>,
+    /// When `token` is to be replaced (its expiry less [`REFRESH_AHEAD`]).
+    renew_at: Option<Instant>,
+}
+
+/// Why there is no token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoToken {
+    /// A person must log in (again): the message names the command.
+    NeedsLogin(String),
+    /// Something failed that may work later (the authorization server is unreachable).
+    Failed(String),
+}
+
+impl std::fmt::Display for NoToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoToken::NeedsLogin(message) | NoToken::Failed(message) => f.write_str(message),
+        }
+    }
+}
+
+impl Account {
+    /// The account of a server with a `url`, its credentials in the user's state folder.
+    pub fn new(server: &str, settings: &ServerConfig) -> Option<Account> {
+        let url = settings.url.as_deref()?;
+        Some(Account::with_store(
+            server,
+            settings,
+            Store::for_server(server, url),
+        ))
+    }
+
+    pub fn with_store(server: &str, settings: &ServerConfig, store: Store) -> Account {
+        Account {
+            server: server.to_owned(),
+            url: settings.url.clone().unwrap_or_default(),
+            mode: settings.auth,
+            settings: settings.clone(),
+            store,
+            live: Default::default(),
+            challenge: Mutex::new(None),
+            logged_in: Default::default(),
+        }
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn needs_login(&self) -> NoToken {
+        NoToken::NeedsLogin(needs_login(&self.server))
+    }
+
+    /// Records the challenge of a refused connection or call.
+    pub fn note_challenge(&self, reason: &str) {
+        if let Some(challenge) = challenge_in(reason) {
+            *lock(&self.challenge) = Some(challenge);
+        }
+    }
+
+    /// The last challenge recorded.
+    pub fn challenge(&self) -> Option<String> {
+        lock(&self.challenge).clone()
+    }
+
+    /// Whether this server uses OAuth: configured so, or credentials are stored for it.
+    pub fn uses_oauth(&self) -> bool {
+        match self.mode {
+            Some(Auth::None) => false,
+            Some(Auth::Oauth | Auth::ClientCredentials) => true,
+            None => matches!(self.store.load(), Ok(Some(saved)) if saved.credentials.is_some()),
+        }
+    }
+
+    /// What a connection refused with `reason` means for the user: `needs login` when the
+    /// server asks for OAuth (a Bearer challenge) and there is nothing to refresh.
+    pub fn explain_refusal(&self, reason: &str) -> Option<String> {
+        if !is_unauthorized(reason) || self.mode == Some(Auth::None) {
+            return None;
+        }
+        self.note_challenge(reason);
+        // A Bearer challenge means OAuth (its metadata at the challenge's `resource_metadata`,
+        // else at the well-known places); a 401 without one is about the static headers.
+        let bearer = self.challenge().is_some_and(|challenge| {
+            challenge
+                .trim_start()
+                .get(..6)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer"))
+        });
+        (self.uses_oauth() || bearer).then(|| {
+            format!(
+                "{} (it answered HTTP 401{})",
+                needs_login(&self.server),
+                if bearer {
+                    " with a Bearer challenge"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+
+    /// The bearer token to connect with: `None` when the server uses no OAuth. A token that
+    /// expires within a minute is refreshed first.
+    pub async fn bearer(&self) -> Result<Option<String>, NoToken> {
+        if !self.uses_oauth() {
+            return Ok(None);
+        }
+        let mut live = self.live.lock().await;
+        if let (Some(token), Some(renew_at)) = (&live.token, live.renew_at)
+            && Instant::now() < renew_at
+        {
+            return Ok(Some(token.clone()));
+        }
+        let token = tokio::time::timeout(TOKEN_TIMEOUT, self.fetch(&mut live, false))
+            .await
+            .unwrap_or_else(|_| {
+                Err(NoToken::Failed(format!(
+                    "getting a token for `{}` took longer than {} s",
+                    self.server,
+                    TOKEN_TIMEOUT.as_secs()
+                )))
+            })?;
+        Ok(Some(token))
+    }
+
+    /// A new token after the server refused the last one (HTTP 401): refreshed, else
+    /// [`NoToken::NeedsLogin`].
+    pub async fn refreshed(&self) -> Result<String, NoToken> {
+        let mut live = self.live.lock().await;
+        tokio::time::timeout(TOKEN_TIMEOUT, self.fetch(&mut live, true))
+            .await
+            .unwrap_or_else(|_| {
+                Err(NoToken::Failed(format!(
+                    "refreshing the token of `{}` took longer than {} s",
+                    self.server,
+                    TOKEN_TIMEOUT.as_secs()
+                )))
+            })
+    }
+
+    /// Whether a connection opened with `token` (`None`: without one) is due for replacement:
+    /// its token expires within a minute, or a login here replaced it.
+    pub async fn is_due(&self, token: Option<&str>) -> bool {
+        let logged_in = self.logged_in.load(std::sync::atomic::Ordering::Relaxed);
+        let Some(token) = token else {
+            return logged_in;
+        };
+        let live = self.live.lock().await;
+        live.token.as_deref() != Some(token)
+            || live
+                .renew_at
+                .is_some_and(|renew_at| Instant::now() >= renew_at)
+    }
+
+    /// Forgets the token held in memory after a login: the next connection uses the new one.
+    async fn logged_in(&self) {
+        *self.live.lock().await = Live::default();
+        *lock(&self.challenge) = None;
+        self.logged_in
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    async fn fetch(&self, live: &mut Live, force_refresh: bool) -> Result<String, NoToken> {
+        if self.mode == Some(Auth::ClientCredentials) {
+            return self.client_credentials(live).await;
+        }
+        if live.manager.is_none() {
+            live.manager = Some(self.manager_from_store().await?);
+        }
+        let manager = live.manager.as_ref().expect("set above");
+        let result = if force_refresh {
+            match manager.refresh_token().await {
+                Ok(_) => manager.get_access_token().await,
+                Err(error) => Err(error),
+            }
+        } else {
+            manager.get_access_token().await
+        };
+        let token = match result {
+            Ok(token) => token,
+            Err(
+                AuthError::AuthorizationRequired
+                | AuthError::TokenRefreshRejected(_)
+                | AuthError::InvalidScope(_),
+            ) => {
+                *live = Live::default();
+                tracing::warn!(server = %self.server, "the refresh token was refused: {}", needs_login(&self.server));
+                return Err(self.needs_login());
+            }
+            Err(error) => {
+                live.manager = None;
+                return Err(NoToken::Failed(format!(
+                    "cannot get a token for `{}`: {error}",
+                    self.server
+                )));
+            }
+        };
+        keep_secret(&token);
+        live.renew_at = self.renewal_time();
+        live.token = Some(token.clone());
+        Ok(token)
+    }
+
+    /// When the stored token is to be replaced.
+    fn renewal_time(&self) -> Option<Instant> {
+        let saved = self.store.load().ok()??;
+        let credentials = saved.credentials?;
+        let lifetime = rmcp_expires_in(&credentials)?;
+        let received = credentials.token_received_at?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        let left = lifetime.saturating_sub(now.saturating_sub(received));
+        let ahead = REFRESH_AHEAD.as_secs().min(lifetime / 2);
+        Some(Instant::now() + Duration::from_secs(left.saturating_sub(ahead)))
+    }
+
+    /// rmcp's manager for the stored credentials, with the stored client (and its secret).
+    async fn manager_from_store(&self) -> Result<AuthorizationManager, NoToken> {
+        let saved = match self.store.load() {
+            Ok(Some(saved)) if saved.credentials.is_some() => saved,
+            Ok(_) => return Err(self.needs_login()),
+            Err(error) => return Err(NoToken::Failed(error)),
+        };
+        let failed = |error: AuthError| {
+            NoToken::Failed(format!(
+                "cannot reach the authorization server of `{}`: {error}",
+                self.server
+            ))
+        };
+        install_crypto();
+        let mut manager = AuthorizationManager::new(self.url.as_str())
+            .await
+            .map_err(failed)?;
+        manager.set_credential_store(Tokens::new(self.store.clone(), saved.clone()));
+        if !manager.initialize_from_store().await.map_err(failed)? {
+            // Its authorization server changed: the old tokens were dropped.
+            return Err(self.needs_login());
+        }
+        if let Some(client) = &saved.client {
+            let mut config = OAuthClientConfig::new(&client.client_id, &client.redirect_uri)
+                .with_scopes(saved.scopes.clone());
+            if let Some(secret) = &client.client_secret {
+                config = config.with_client_secret(secret);
+            }
+            manager.configure_client(config).map_err(failed)?;
+        }
+        Ok(manager)
+    }
+
+    /// A client-credentials token: asked for again when the last one is due.
+    async fn client_credentials(&self, live: &mut Live) -> Result<String, NoToken> {
+        let failed = |error: AuthError| {
+            NoToken::Failed(format!(
+                "`{}`: the client-credentials grant failed: {error}",
+                self.server
+            ))
+        };
+        install_crypto();
+        let mut manager = AuthorizationManager::new(self.url.as_str())
+            .await
+            .map_err(failed)?;
+        let challenge = self.challenge();
+        let resolution = manager
+            .resolve_metadata_from_challenge(challenge.as_deref())
+            .await
+            .map_err(failed)?;
+        manager.set_metadata(resolution.metadata);
+        let grant = ClientCredentialsConfig::ClientSecret {
+            client_id: self.settings.client_id.clone().unwrap_or_default(),
+            client_secret: self.settings.client_secret.clone().unwrap_or_default(),
+            scopes: self.settings.scopes.clone().unwrap_or_default(),
+            resource: Some(self.url.clone()),
+        };
+        manager
+            .configure_client_credentials(&grant)
+            .map_err(failed)?;
+        let response = manager
+            .exchange_client_credentials(&grant)
+            .await
+            .map_err(failed)?;
+        let token = oauth2::TokenResponse::access_token(&response)
+            .secret()
+            .clone();
+        keep_secret(&token);
+        let lifetime =
+            oauth2::TokenResponse::expires_in(&response).unwrap_or(Duration::from_secs(3600));
+        live.renew_at =
+            Some(Instant::now() + lifetime.saturating_sub(REFRESH_AHEAD.min(lifetime / 2)));
+        live.token = Some(token.clone());
+        Ok(token)
+    }
+}
+
+fn rmcp_expires_in(credentials: &rmcp::transport::auth::StoredCredentials) -> Option<u64> {
+    let response = credentials.token_response.as_ref()?;
+    oauth2::TokenResponse::expires_in(response).map(|lifetime| lifetime.as_secs())
+}
+
+/// Every HTTP server's account, by server name.
+#[derive(Default)]
+pub struct Accounts {
+    accounts: BTreeMap<String, Arc<Account>>,
+}
+
+impl Accounts {
+    pub fn new(config: &Config) -> Accounts {
+        Accounts {
+            accounts: config
+                .servers
+                .iter()
+                .filter_map(|(name, server)| {
+                    Some((name.clone(), Arc::new(Account::new(name, server)?)))
+                })
+                .collect(),
+        }
+    }
+
+    /// Accounts whose credentials are kept in memory only (`runbyte probe`).
+    pub fn in_memory(config: &Config) -> Accounts {
+        Accounts {
+            accounts: config
+                .servers
+                .iter()
+                .filter_map(|(name, server)| {
+                    let url = server.url.as_deref()?;
+                    let account = Account::with_store(name, server, Store::memory(url));
+                    Some((name.clone(), Arc::new(account)))
+                })
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, server: &str) -> Option<&Arc<Account>> {
+        self.accounts.get(server)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_quoted_challenge_is_found_whole() {
+        let reason = "HTTP 401 from http://h/mcp (WWW-Authenticate: Bearer \
+                      resource_metadata=\"http://h/.well-known/x\", scope=\"a (b)\"); more (c)";
+        assert_eq!(
+            challenge_in(reason).as_deref(),
+            Some("Bearer resource_metadata=\"http://h/.well-known/x\", scope=\"a (b)\"")
+        );
+        assert_eq!(challenge_in("HTTP 401 from http://h/mcp: body"), None);
+    }
+}
