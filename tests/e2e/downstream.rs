@@ -189,6 +189,13 @@ fn the_hub_passes_the_conformance_suites_client_scenarios_for_2025_11_25() {
             "tools_call",
             "elicitation-sep1034-client-defaults",
             "sse-retry",
+            // OAuth (issue 16): discovery, registration, step-up, pre-registered and machine
+            // clients.
+            "auth/metadata-default",
+            "auth/metadata-var1",
+            "auth/scope-step-up",
+            "auth/pre-registration",
+            "auth/client-credentials-basic",
         ],
     );
 }
@@ -204,6 +211,10 @@ fn the_hub_passes_the_conformance_suites_client_scenarios_for_2026_07_28() {
             "http-standard-headers",
             "http-invalid-tool-headers",
             "json-schema-ref-no-deref",
+            "auth/metadata-default",
+            "auth/scope-step-up",
+            "auth/authorization-server-migration",
+            "auth/iss-wrong-issuer",
         ],
     );
 }

@@ -220,10 +220,11 @@ fn strings_of(value: &Value, key: &str, found: &mut Vec<String>) {
     }
 }
 
-/// The stored token files (`<state>/runbyte/oauth/`, JSON) and the access and refresh tokens
-/// they hold.
+/// The stored token files (`<state>/runbyte/oauth/*.json`; the `.lock` files beside them are
+/// empty) and the access and refresh tokens they hold.
 fn stored_tokens(dir: &TempDir) -> (Vec<PathBuf>, Vec<String>, Vec<String>) {
-    let files = files_under(&dir.path().join("state/runbyte/oauth"));
+    let mut files = files_under(&dir.path().join("state/runbyte/oauth"));
+    files.retain(|file| file.extension().is_some_and(|ext| ext == "json"));
     let (mut access, mut refresh) = (Vec::new(), Vec::new());
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
@@ -242,7 +243,7 @@ fn serial_in(text: &str) -> u64 {
         .nth(1)
         .unwrap_or_else(|| panic!("no token_serial in {text}"));
     let digits: String = after
-        .trim_start_matches(|c: char| c == '"' || c == ':' || c.is_whitespace())
+        .trim_start_matches(|c: char| c == '"' || c == '\\' || c == ':' || c.is_whitespace())
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
