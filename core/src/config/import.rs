@@ -52,8 +52,29 @@ pub fn import_mcp_servers(json: &str) -> Result<ImportedServers, String> {
         .ok_or("`mcpServers` must be an object")?;
     let mut imported = ImportedServers::default();
     for (name, entry) in servers {
-        let entry: Entry =
+        let mut entry: Entry =
             serde_json::from_value(entry.clone()).map_err(|e| format!("server `{name}`: {e}"))?;
+        // Cursor's static OAuth client (`auth`), Claude Code's (`oauth`).
+        let mut oauth = OAuthClient::default();
+        for key in ["auth", "oauth"] {
+            if let Some(value) = entry.other.remove(key) {
+                oauth.read(&value);
+            }
+        }
+        if let Some(remote) = remote_wrapper(&entry) {
+            imported.notes.push(format!(
+                "server `{name}`: ran `{}` to reach {}; Runbyte connects to it itself (if it \
+                 needs OAuth: `runbyte login {name}`)",
+                remote.wrapper, remote.url
+            ));
+            entry.command = None;
+            entry.args = Vec::new();
+            entry.env = BTreeMap::new();
+            entry.url = Some(remote.url);
+            entry.headers.extend(remote.headers);
+            entry.kind = remote.transport.map(str::to_owned);
+            oauth.merge(remote.oauth);
+        }
         for key in entry.other.keys() {
             imported.notes.push(format!(
                 "server `{name}`: dropped `{key}` (Runbyte has no such setting)"
@@ -82,11 +103,131 @@ pub fn import_mcp_servers(json: &str) -> Result<ImportedServers, String> {
                 headers: entry.headers,
                 transport,
                 disabled: entry.disabled,
+                client_id: oauth.client_id,
+                client_secret: oauth.client_secret,
+                scopes: oauth.scopes,
                 ..ServerConfig::default()
             },
         );
     }
     Ok(imported)
+}
+
+/// A client's static OAuth client settings: an id, its secret, the scopes.
+#[derive(Debug, Default)]
+struct OAuthClient {
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    scopes: Option<Vec<String>>,
+}
+
+impl OAuthClient {
+    /// Reads `{"CLIENT_ID"|"client_id"|"clientId", "CLIENT_SECRET"|..., "scopes"|"scope"}`
+    /// (scopes as a list, or one space-separated string).
+    fn read(&mut self, value: &serde_json::Value) {
+        let text = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|key| value.get(*key)?.as_str())
+                .map(str::to_owned)
+        };
+        self.client_id = text(&["CLIENT_ID", "client_id", "clientId"]).or(self.client_id.take());
+        self.client_secret =
+            text(&["CLIENT_SECRET", "client_secret", "clientSecret"]).or(self.client_secret.take());
+        let scopes = ["scopes", "scope"]
+            .iter()
+            .find_map(|key| match value.get(*key)? {
+                serde_json::Value::String(list) => {
+                    Some(list.split_whitespace().map(str::to_owned).collect())
+                }
+                serde_json::Value::Array(items) => Some(
+                    items
+                        .iter()
+                        .filter_map(|item| item.as_str().map(str::to_owned))
+                        .collect(),
+                ),
+                _ => None,
+            });
+        self.scopes = scopes.or(self.scopes.take());
+    }
+
+    fn merge(&mut self, other: OAuthClient) {
+        self.client_id = other.client_id.or(self.client_id.take());
+        self.client_secret = other.client_secret.or(self.client_secret.take());
+        self.scopes = other.scopes.or(self.scopes.take());
+    }
+}
+
+/// What a `mcp-remote` wrapper (`npx -y mcp-remote <url> --header K:V …`) stood for.
+struct Remote {
+    wrapper: &'static str,
+    url: String,
+    headers: BTreeMap<String, String>,
+    transport: Option<&'static str>,
+    oauth: OAuthClient,
+}
+
+/// The remote server a stdio entry only wraps (`mcp-remote`, `mcp-remote-static`), if it is one.
+/// `${VAR}` in its arguments is filled from the entry's own `env`, as the wrapper would.
+fn remote_wrapper(entry: &Entry) -> Option<Remote> {
+    let command = entry.command.as_deref()?;
+    let mut args: Vec<&str> = std::iter::once(command)
+        .chain(entry.args.iter().map(String::as_str))
+        .collect();
+    let at = args.iter().position(|arg| {
+        let program = arg.rsplit('/').next().unwrap_or(arg);
+        let program = program.split('@').next().unwrap_or(program);
+        matches!(program, "mcp-remote" | "mcp-remote-static")
+    })?;
+    let wrapper = if args[at].contains("mcp-remote-static") {
+        "mcp-remote-static"
+    } else {
+        "mcp-remote"
+    };
+    args.drain(..=at);
+    let fill = |text: &str| {
+        let mut filled = text.to_owned();
+        for (name, value) in &entry.env {
+            filled = filled.replace(&format!("${{{name}}}"), value);
+        }
+        filled
+    };
+    let mut remote = Remote {
+        wrapper,
+        url: String::new(),
+        headers: BTreeMap::new(),
+        transport: None,
+        oauth: OAuthClient::default(),
+    };
+    let mut rest = args.into_iter();
+    while let Some(arg) = rest.next() {
+        match arg {
+            "--header" => {
+                if let Some((name, value)) = rest.next().and_then(|h| h.split_once(':')) {
+                    remote
+                        .headers
+                        .insert(name.trim().to_owned(), fill(value.trim()));
+                }
+            }
+            "--transport" => {
+                remote.transport = match rest.next() {
+                    Some("sse-only") => Some("sse"),
+                    Some("http-only") => Some("http"),
+                    _ => None,
+                };
+            }
+            "--static-oauth-client-info" | "--static-oauth-client-metadata" => {
+                if let Some(Ok(value)) = rest
+                    .next()
+                    .map(|json| serde_json::from_str::<serde_json::Value>(&fill(json)))
+                {
+                    remote.oauth.read(&value);
+                }
+            }
+            url if remote.url.is_empty() && url.starts_with("http") => remote.url = fill(url),
+            _ => {}
+        }
+    }
+    (!remote.url.is_empty()).then_some(remote)
 }
 
 /// The imported servers as `runbyte.toml` text: one `[servers.<name>]` table each.
@@ -136,6 +277,16 @@ pub fn servers_to_toml(imported: &ImportedServers) -> String {
         }
         if !server.headers.is_empty() {
             put("headers", map(&server.headers));
+        }
+        if let Some(client_id) = &server.client_id {
+            table.insert("client-id".to_owned(), client_id.clone().into());
+        }
+        if let Some(secret) = &server.client_secret {
+            table.insert("client-secret".to_owned(), secret.clone().into());
+        }
+        if let Some(scopes) = &server.scopes {
+            let list: Vec<toml::Value> = scopes.iter().cloned().map(toml::Value::from).collect();
+            table.insert("scopes".to_owned(), list.into());
         }
         servers.insert(name.clone(), toml::Value::Table(table));
     }

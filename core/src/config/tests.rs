@@ -217,6 +217,87 @@ fn import_converts_each_clients_spelling() {
 }
 
 #[test]
+fn import_carries_oauth_clients_and_unwraps_mcp_remote() {
+    let imported = super::import_mcp_servers(
+        r#"{"mcpServers": {
+            "linear": {"command": "npx", "args": ["-y", "mcp-remote@latest", "https://mcp.linear.app/sse",
+                       "--header", "X-Team:${TEAM}", "--transport", "sse-only",
+                       "--static-oauth-client-info", "{\"client_id\":\"abc\",\"client_secret\":\"s3cret-x\"}",
+                       "--static-oauth-client-metadata", "{\"scope\":\"read write\"}"],
+                       "env": {"TEAM": "core"}},
+            "docs": {"url": "https://docs.example/mcp", "auth": {"CLIENT_ID": "cid", "scopes": ["docs:read"]}},
+            "local": {"command": "uvx", "args": ["mcp-server-time"]}}}"#,
+    )
+    .unwrap();
+    let linear = &imported.servers["linear"];
+    assert_eq!(linear.url.as_deref(), Some("https://mcp.linear.app/sse"));
+    assert_eq!(linear.command, None);
+    assert_eq!(linear.transport.as_deref(), Some("sse"));
+    assert_eq!(linear.headers["X-Team"], "core");
+    assert_eq!(linear.client_id.as_deref(), Some("abc"));
+    assert_eq!(linear.client_secret.as_deref(), Some("s3cret-x"));
+    assert_eq!(
+        linear.scopes.as_deref(),
+        Some(&["read".to_owned(), "write".to_owned()][..])
+    );
+    assert!(
+        imported
+            .notes
+            .iter()
+            .any(|note| note.contains("runbyte login linear"))
+    );
+    let docs = &imported.servers["docs"];
+    assert_eq!(docs.client_id.as_deref(), Some("cid"));
+    assert_eq!(docs.scopes.as_deref(), Some(&["docs:read".to_owned()][..]));
+    assert_eq!(imported.servers["local"].command.as_deref(), Some("uvx"));
+    // What it prints is a valid configuration that reads back the same.
+    let back = parse(&super::servers_to_toml(&imported)).unwrap();
+    assert_eq!(back.servers["linear"], *linear);
+    assert_eq!(back.servers["docs"], *docs);
+}
+
+#[test]
+fn oauth_settings_that_do_not_fit_are_named() {
+    let cases = [
+        (
+            "[servers.s]\ncommand = \"x\"\nauth = \"oauth\"\n",
+            "servers.s.auth",
+            "a stdio server takes its credentials in `env`",
+        ),
+        (
+            "[servers.s]\nurl = \"https://h/mcp\"\nclient-secret = \"abcdef\"\n",
+            "servers.s.client-secret",
+            "needs `client-id`",
+        ),
+        (
+            "[servers.s]\nurl = \"https://h/mcp\"\nauth = \"client-credentials\"\nclient-id = \"c\"\n",
+            "servers.s.auth",
+            "needs `client-id` and `client-secret`",
+        ),
+        (
+            "[servers.s]\nurl = \"https://h/mcp\"\nclient-metadata-url = \"http://h/c.json\"\n",
+            "servers.s.client-metadata-url",
+            "must be an https:// URL",
+        ),
+        (
+            "[servers.s]\nurl = \"https://h/mcp\"\nauth = \"none\"\nscopes = [\"a\"]\n",
+            "servers.s.scopes",
+            "only applies",
+        ),
+    ];
+    for (text, key, words) in cases {
+        let e = error(text);
+        assert_eq!(e.key.as_deref(), Some(key), "{text}: {e}");
+        assert!(e.to_string().contains(words), "{text}: {e}");
+    }
+    let config = parse(
+        "[servers.s]\nurl = \"https://h/mcp\"\nauth = \"oauth\"\nclient-id = \"c\"\nscopes = [\"a\", \"b\"]\n",
+    )
+    .unwrap();
+    assert_eq!(config.servers["s"].auth, Some(super::Auth::Oauth));
+}
+
+#[test]
 fn a_state_store_is_a_redis_url_beside_a_shared_key() {
     let config =
         parse("[server]\nstate-key-file = \"k\"\nstate-store = \"redis://cache:6379/2\"\n")
