@@ -1,7 +1,9 @@
 //! `auth = "oauth"` end to end: `runbyte login` against a real OAuth 2.1 authorization server
 //! and protected MCP server (`tests/python/oauth_server.py`: discovery from the 401, dynamic
 //! client registration, PKCE, access tokens that live 2 s and rotated refresh tokens), the
-//! tokens then used, refreshed and forgotten by `tools`, `exec`, `call` and `logout`.
+//! tokens then used, refreshed and forgotten by `tools`, `exec`, `call` and `logout`; a token
+//! the server refuses mid-run is refreshed once and the call sent again; a refused refresh
+//! token makes the server "needs login" and is never tried again.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -31,15 +33,15 @@ struct OAuthServer {
 
 impl OAuthServer {
     fn start(python: &Path, dir: &TempDir) -> OAuthServer {
+        Self::with_lifetime(python, dir, TOKEN_LIFETIME)
+    }
+
+    /// With access tokens that live `lifetime` seconds.
+    fn with_lifetime(python: &Path, dir: &TempDir, lifetime: u64) -> OAuthServer {
         let log = dir.path().join("oauth-server.log");
         let mut child = Command::new(python)
             .arg(repo_root().join("tests/python/oauth_server.py"))
-            .args([
-                "--port",
-                "0",
-                "--token-lifetime",
-                &TOKEN_LIFETIME.to_string(),
-            ])
+            .args(["--port", "0", "--token-lifetime", &lifetime.to_string()])
             .arg("--log")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -444,4 +446,103 @@ fn login_stores_tokens_that_commands_use_and_refresh_and_logout_forgets_them() {
     let stats = server.stats();
     assert_eq!(stats["registrations"], 1, "{stats}\n{after:?}");
     assert_eq!(stats["authorizations"], 1, "{stats}\n{after:?}");
+}
+
+#[test]
+fn a_refused_token_is_refreshed_once_and_a_refused_refresh_needs_a_login() {
+    let Some(python) = test_dep("venv/bin/python") else {
+        return;
+    };
+    let dir = TempDir::new("oauth-refused");
+    // Tokens that would live an hour: only the server's refusal makes Runbyte refresh.
+    let server = OAuthServer::with_lifetime(&python, &dir, 3600);
+    let config = dir.write(
+        "runbyte.toml",
+        &config_of(&[format!("[servers.secure]\nurl = \"{}/mcp\"\n", server.base)]),
+    );
+    let config = config.to_str().unwrap();
+    let runbyte = |args: &[&str]| {
+        let mut all = vec!["--config", config];
+        all.extend_from_slice(args);
+        run(dir.path(), &all)
+    };
+    // No `auth` in the table: the 401's Bearer challenge says a login is needed.
+    let before = runbyte(&["tools"]);
+    assert!(
+        before
+            .stdout
+            .contains("needs login: run `runbyte login secure`"),
+        "{before:?}"
+    );
+    let logged_in = login(&dir, config, &browser(&dir, &python), &server);
+    assert_eq!(logged_in.code, Some(0), "{logged_in:?}\n{}", server.log());
+
+    // The server forgets every access token between two calls of one program: the second call
+    // is refused (401), the token refreshed, and the call sent again: the program never knows.
+    dir.write(
+        "refused.ts",
+        "import { whoami, revoke } from './servers/secure';\n\
+         const before = await whoami({});\n\
+         await revoke({});\n\
+         const after = await whoami({});\n\
+         export default { before, after };\n",
+    );
+    let refused = runbyte(&["exec", "refused.ts"]);
+    assert_eq!(refused.code, Some(0), "{refused:?}\n{}", server.log());
+    let result = result_json(&refused.stdout);
+    assert!(
+        result["after"]["token_serial"].as_u64() > result["before"]["token_serial"].as_u64(),
+        "{result}"
+    );
+    let stats = server.stats();
+    assert_eq!(stats["refresh_grants"], 1, "{stats}\n{}", server.log());
+    assert!(stats["rejected_unknown"].as_u64() >= Some(1), "{stats}");
+    assert_eq!(stats["token_errors"], 0, "{stats}");
+
+    // The grant is revoked too: the refresh is refused, the call fails saying what to do, the
+    // tokens are dropped, and nothing tries that refresh token again.
+    dir.write(
+        "revoked.ts",
+        "import { whoami, revoke } from './servers/secure';\n\
+         await revoke({ refresh: true });\n\
+         let error = 'no error';\n\
+         try { await whoami({}); } catch (e) { error = String(e); }\n\
+         export default error;\n",
+    );
+    let revoked = runbyte(&["exec", "revoked.ts"]);
+    assert!(
+        revoked
+            .stdout
+            .contains("needs login: run `runbyte login secure`"),
+        "{revoked:?}\n{}",
+        server.log()
+    );
+    assert_eq!(server.stats()["token_errors"], 1, "{}", server.log());
+    let (files, access, refresh) = stored_tokens(&dir);
+    assert!(
+        access.is_empty() && refresh.is_empty(),
+        "the refused tokens should be dropped from {files:?}"
+    );
+    let after = runbyte(&["tools"]);
+    assert!(
+        after
+            .stdout
+            .contains("needs login: run `runbyte login secure`"),
+        "{after:?}"
+    );
+    let stats = server.stats();
+    assert_eq!(
+        stats["token_errors"], 1,
+        "a refused refresh token was tried again: {stats}"
+    );
+    assert_eq!(stats["registrations"], 1, "{stats}");
+
+    // Logging in again reuses the registered client.
+    let again = login(&dir, config, &browser(&dir, &python), &server);
+    assert_eq!(again.code, Some(0), "{again:?}\n{}", server.log());
+    let called = runbyte(&["call", "secure", "whoami", "{}"]);
+    assert_eq!(called.code, Some(0), "{called:?}\n{}", server.log());
+    let stats = server.stats();
+    assert_eq!(stats["registrations"], 1, "{stats}");
+    assert_eq!(stats["authorizations"], 2, "{stats}");
 }

@@ -55,6 +55,11 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {}},
     },
     {
+        "name": "revoke",
+        "description": "Revokes every access token (as if the server restarted), and with `refresh` every refresh token too (as if the user revoked the grant).",
+        "inputSchema": {"type": "object", "properties": {"refresh": {"type": "boolean"}}},
+    },
+    {
         "name": "echo",
         "description": "Answers the text it is given.",
         "inputSchema": {
@@ -560,6 +565,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.state.stats["tool_calls"] += 1
             if name == "whoami":
                 text = json.dumps({"client_id": record["client_id"], "token_serial": record["serial"]})
+            elif name == "revoke":
+                with self.state.lock:
+                    self.state.access.clear()
+                    if arguments.get("refresh"):
+                        self.state.refresh.clear()
+                text = "revoked"
             elif name == "echo":
                 if not isinstance(arguments.get("text"), str):
                     return error(-32602, "echo needs a string `text`")

@@ -102,7 +102,13 @@ struct Live {
     token: Option<String>,
     /// When `token` is to be replaced (its expiry less [`REFRESH_AHEAD`]).
     renew_at: Option<Instant>,
+    /// When `token` was obtained by a refresh after a refusal: calls refused with the token
+    /// before it share that refresh rather than each making one.
+    refreshed_at: Option<Instant>,
 }
+
+/// How long a refresh after a refusal answers for every call refused with the token before it.
+const REFRESH_SHARED_FOR: Duration = Duration::from_secs(5);
 
 /// Why there is no token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,7 +240,12 @@ impl Account {
     /// [`NoToken::NeedsLogin`].
     pub async fn refreshed(&self) -> Result<String, NoToken> {
         let mut live = self.live.lock().await;
-        tokio::time::timeout(TOKEN_TIMEOUT, self.fetch(&mut live, true))
+        if let (Some(token), Some(at)) = (&live.token, live.refreshed_at)
+            && at.elapsed() < REFRESH_SHARED_FOR
+        {
+            return Ok(token.clone());
+        }
+        let token = tokio::time::timeout(TOKEN_TIMEOUT, self.fetch(&mut live, true))
             .await
             .unwrap_or_else(|_| {
                 Err(NoToken::Failed(format!(
@@ -242,7 +253,9 @@ impl Account {
                     self.server,
                     TOKEN_TIMEOUT.as_secs()
                 )))
-            })
+            })?;
+        live.refreshed_at = Some(Instant::now());
+        Ok(token)
     }
 
     /// Whether a connection opened with `token` (`None`: without one) is due for replacement:
@@ -275,7 +288,11 @@ impl Account {
             live.manager = Some(self.manager_from_store().await?);
         }
         let manager = live.manager.as_ref().expect("set above");
-        let result = if force_refresh {
+        // Due (within a minute of expiry) and refreshable: refreshed now, ahead of rmcp's own
+        // 30 s margin, so that a connection replaced for being due gets a new token.
+        let (renew_at, refreshable) = self.stored_expiry().unwrap_or((None, false));
+        let due = renew_at.is_some_and(|renew_at| Instant::now() >= renew_at);
+        let result = if force_refresh || (due && refreshable) {
             match manager.refresh_token().await {
                 Ok(_) => manager.get_access_token().await,
                 Err(error) => Err(error),
@@ -291,7 +308,11 @@ impl Account {
                 | AuthError::InvalidScope(_),
             ) => {
                 *live = Live::default();
-                tracing::warn!(server = %self.server, "the refresh token was refused: {}", needs_login(&self.server));
+                tracing::warn!(
+                    server = %self.server,
+                    "its token cannot be refreshed: {}",
+                    needs_login(&self.server)
+                );
                 return Err(self.needs_login());
             }
             Err(error) => {
@@ -303,24 +324,37 @@ impl Account {
             }
         };
         keep_secret(&token);
-        live.renew_at = self.renewal_time();
+        let (renew_at, refreshable) = self.stored_expiry().unwrap_or((None, false));
+        // A token that cannot be refreshed is used until it expires.
+        live.renew_at = if refreshable {
+            renew_at
+        } else {
+            self.stored_expiry_at()
+        };
         live.token = Some(token.clone());
         Ok(token)
     }
 
-    /// When the stored token is to be replaced.
-    fn renewal_time(&self) -> Option<Instant> {
+    /// When the stored token is to be replaced (its expiry less a minute, or half its life),
+    /// if the server said when it expires; and whether it can be refreshed.
+    fn stored_expiry(&self) -> Option<(Option<Instant>, bool)> {
         let saved = self.store.load().ok()??;
         let credentials = saved.credentials?;
-        let lifetime = rmcp_expires_in(&credentials)?;
-        let received = credentials.token_received_at?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()?
-            .as_secs();
-        let left = lifetime.saturating_sub(now.saturating_sub(received));
+        let response = credentials.token_response.as_ref()?;
+        let refreshable = oauth2::TokenResponse::refresh_token(response).is_some();
+        let Some((lifetime, left)) = lifetime_left(&credentials) else {
+            return Some((None, refreshable));
+        };
         let ahead = REFRESH_AHEAD.as_secs().min(lifetime / 2);
-        Some(Instant::now() + Duration::from_secs(left.saturating_sub(ahead)))
+        let renew_at = Instant::now() + Duration::from_secs(left.saturating_sub(ahead));
+        Some((Some(renew_at), refreshable))
+    }
+
+    /// When the stored token expires, if the server said.
+    fn stored_expiry_at(&self) -> Option<Instant> {
+        let credentials = self.store.load().ok()??.credentials?;
+        let (_, left) = lifetime_left(&credentials)?;
+        Some(Instant::now() + Duration::from_secs(left))
     }
 
     /// rmcp's manager for the stored credentials, with the stored client (and its secret).
@@ -400,9 +434,19 @@ impl Account {
     }
 }
 
-fn rmcp_expires_in(credentials: &rmcp::transport::auth::StoredCredentials) -> Option<u64> {
+/// A stored token's lifetime and what is left of it, in seconds, if the server said.
+fn lifetime_left(credentials: &rmcp::transport::auth::StoredCredentials) -> Option<(u64, u64)> {
     let response = credentials.token_response.as_ref()?;
-    oauth2::TokenResponse::expires_in(response).map(|lifetime| lifetime.as_secs())
+    let lifetime = oauth2::TokenResponse::expires_in(response)?.as_secs();
+    let received = credentials.token_received_at?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some((
+        lifetime,
+        lifetime.saturating_sub(now.saturating_sub(received)),
+    ))
 }
 
 /// Every HTTP server's account, by server name.

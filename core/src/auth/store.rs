@@ -239,6 +239,31 @@ impl CredentialStore for Tokens {
         self.store.save(&saved).map_err(store_error)
     }
 
+    /// The authorization server refused the refresh token for good: the tokens are dropped
+    /// (the client is kept), so that nothing tries it again until someone logs in.
+    async fn on_refresh_token_rejected(
+        &self,
+        rejected: &StoredCredentials,
+    ) -> Result<(), AuthError> {
+        let refresh_of = |credentials: &StoredCredentials| {
+            credentials
+                .token_response
+                .as_ref()
+                .and_then(oauth2::TokenResponse::refresh_token)
+                .map(|token| token.secret().clone())
+        };
+        let Some(mut saved) = self.store.load().map_err(store_error)? else {
+            return Ok(());
+        };
+        // Only if they are still the ones refused (another process may have logged in since).
+        if saved.credentials.as_ref().and_then(refresh_of) != refresh_of(rejected) {
+            return Ok(());
+        }
+        saved.credentials = None;
+        super::lock(&self.keeping).credentials = None;
+        self.store.save(&saved).map_err(store_error)
+    }
+
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
         let store = self.store.clone();
         let file = tokio::task::spawn_blocking(move || store.lock())
