@@ -85,6 +85,13 @@ impl InboxSender {
         }
     }
 
+    /// Records that the connection is ending and why, before the last messages (the failed
+    /// requests' answers) are queued and [`close`](Self::close) follows: a host that reads those
+    /// answers and closes at once then still learns why the connection ended.
+    pub fn ending(&self, reason: &str) {
+        lock(&self.ended).get_or_insert_with(|| reason.to_owned());
+    }
+
     /// Ends the connection: `recv` answers `Closed(reason)` once the messages queued before it
     /// have been read. The first reason given wins.
     pub fn close(&self, reason: impl Into<String>) {
@@ -144,10 +151,14 @@ impl Inbox {
     }
 
     /// Closes at once: queued messages are dropped and every later `recv` answers `Closed`.
+    /// A connection that had already ended (a 401, the server gone) keeps that reason: the
+    /// host closing it after reading the failed answer must not hide why it failed.
     pub fn close_now(&self, reason: &str) {
-        lock(&self.ended).get_or_insert_with(|| reason.to_owned());
-        self.set_closed(reason.to_owned());
-        let _ = self.wake.send(Item::Closed(reason.to_owned()));
+        let reason = lock(&self.ended)
+            .get_or_insert_with(|| reason.to_owned())
+            .clone();
+        self.set_closed(reason.clone());
+        let _ = self.wake.send(Item::Closed(reason));
         if let Some(readable) = &self.readable {
             readable.signal();
         }

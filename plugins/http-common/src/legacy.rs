@@ -158,6 +158,9 @@ impl LegacyClient {
             LogLevel::Warn,
             &format!("server `{}`: {text}", self.target.name),
         );
+        if fatal {
+            self.inbox.ending(&text);
+        }
         for id in ids {
             let error = jsonrpc::error_response(id, jsonrpc::TRANSPORT_ERROR, &text);
             self.inbox.message(error.to_string());

@@ -312,6 +312,23 @@ fn closing_the_inbox_wakes_a_waiting_receiver() {
 }
 
 #[test]
+fn the_host_closing_an_ended_connection_keeps_why_it_ended() {
+    let (sender, inbox) = inbox::inbox();
+    sender.message("the failed answer".into());
+    sender.close("HTTP 401 from http://h/mcp");
+    // The host read the failed answer and closes before reading the end.
+    assert_eq!(
+        inbox.recv(Duration::from_millis(10)),
+        Received::Message("the failed answer".into())
+    );
+    inbox.close_now("closed by host");
+    assert_eq!(
+        inbox.recv(Duration::from_millis(10)),
+        Received::Closed("HTTP 401 from http://h/mcp".into())
+    );
+}
+
+#[test]
 fn targets_parse_with_defaults_and_ignore_host_keys() {
     let target = client::Target::parse(
         r#"{"name":"gh","url":"https://x/mcp","transport":"http","share":"global"}"#,

@@ -383,6 +383,13 @@ impl Shared {
         }
     }
 
+    /// Answers each of `ids` with `why` and ends the connection with it.
+    fn fail_and_die(&self, ids: &Ids, why: String) {
+        self.inbox.ending(&why);
+        self.fail(ids, &why);
+        self.die(why);
+    }
+
     /// Ends the connection for good, with `why` for the operator.
     fn die(&self, why: String) {
         log(LogLevel::Warn, &format!("server `{}`: {why}", self.name));
@@ -397,8 +404,7 @@ impl Shared {
             Ok(response) => response,
             Err(error) => {
                 let why = format!("cannot reach {}: {}", self.url, client::describe(&error));
-                self.fail(&ids, &why);
-                return self.die(why);
+                return self.fail_and_die(&ids, why);
             }
         };
         let status = response.status();
@@ -413,8 +419,7 @@ impl Shared {
                 status.as_u16(),
                 self.url
             );
-            self.fail(&ids, &why);
-            return self.die(why);
+            return self.fail_and_die(&ids, why);
         }
         self.remember_session(&response);
         self.read_answer(response, ids, &Rewrites::new(), None)
@@ -451,8 +456,7 @@ impl Shared {
                     self.url,
                     status.as_u16()
                 );
-                self.fail(ids, &why);
-                self.die(why);
+                self.fail_and_die(ids, why);
             }
         }
     }
@@ -474,9 +478,10 @@ impl Shared {
             Ok(response) => Some(response),
             Err(error) => {
                 let why = format!("POST {} failed: {}", self.url, client::describe(&error));
-                self.fail(ids, &why);
                 if client::is_unreachable(&error) {
-                    self.die(why);
+                    self.fail_and_die(ids, why);
+                } else {
+                    self.fail(ids, &why);
                 }
                 None
             }
@@ -493,8 +498,7 @@ impl Shared {
             let status = response.status();
             if status == StatusCode::NOT_FOUND && had_session && attempt == 0 {
                 if let Err(why) = self.reinitialize(generation).await {
-                    self.fail(&ids, &why);
-                    return self.die(why);
+                    return self.fail_and_die(&ids, why);
                 }
                 continue;
             }
@@ -506,9 +510,10 @@ impl Shared {
                     status.as_u16(),
                     self.url
                 );
-                self.fail(&ids, &why);
                 if status == StatusCode::UNAUTHORIZED {
-                    self.die(why);
+                    self.fail_and_die(&ids, why);
+                } else {
+                    self.fail(&ids, &why);
                 }
                 return;
             }
@@ -578,9 +583,10 @@ impl Shared {
                         self.url,
                         client::excerpt(&body)
                     );
-                    self.fail(&ids, &why);
                     if status == StatusCode::UNAUTHORIZED {
-                        self.die(why);
+                        self.fail_and_die(&ids, why);
+                    } else {
+                        self.fail(&ids, &why);
                     }
                 }
             }
