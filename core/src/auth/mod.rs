@@ -93,6 +93,8 @@ pub struct Account {
     /// Set by a login in this process: connections opened before it (without a token, or with
     /// the old one) are to be replaced.
     logged_in: std::sync::atomic::AtomicBool,
+    /// Why the server needs a login, while it does and nothing is stored.
+    waiting: Mutex<Option<String>>,
 }
 
 /// What an account holds in memory between calls.
@@ -148,6 +150,7 @@ impl Account {
             live: Default::default(),
             challenge: Mutex::new(None),
             logged_in: Default::default(),
+            waiting: Mutex::new(None),
         }
     }
 
@@ -175,6 +178,18 @@ impl Account {
         lock(&self.challenge).clone()
     }
 
+    /// While the server needs a login and none happened (no tokens are stored): why. A login in
+    /// another process (a file appearing) ends the wait.
+    pub fn awaiting_login(&self) -> Option<String> {
+        let waiting = lock(&self.waiting).clone()?;
+        let stored = matches!(self.store.load(), Ok(Some(saved)) if saved.credentials.is_some());
+        if stored {
+            *lock(&self.waiting) = None;
+            return None;
+        }
+        Some(waiting)
+    }
+
     /// Whether this server uses OAuth: configured so, or credentials are stored for it.
     pub fn uses_oauth(&self) -> bool {
         match self.mode {
@@ -199,7 +214,7 @@ impl Account {
                 .get(..6)
                 .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer"))
         });
-        (self.uses_oauth() || bearer).then(|| {
+        let explained = (self.uses_oauth() || bearer).then(|| {
             format!(
                 "{} (it answered HTTP 401{})",
                 needs_login(&self.server),
@@ -209,7 +224,11 @@ impl Account {
                     ""
                 }
             )
-        })
+        });
+        if let Some(why) = &explained {
+            *lock(&self.waiting) = Some(why.clone());
+        }
+        explained
     }
 
     /// The bearer token to connect with: `None` when the server uses no OAuth. A token that
@@ -276,6 +295,7 @@ impl Account {
     async fn logged_in(&self) {
         *self.live.lock().await = Live::default();
         *lock(&self.challenge) = None;
+        *lock(&self.waiting) = None;
         self.logged_in
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
@@ -313,6 +333,7 @@ impl Account {
                     "its token cannot be refreshed: {}",
                     needs_login(&self.server)
                 );
+                *lock(&self.waiting) = Some(needs_login(&self.server));
                 return Err(self.needs_login());
             }
             Err(error) => {

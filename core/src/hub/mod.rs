@@ -459,11 +459,19 @@ impl Hub {
                 Ok(connection)
             }
             Err(error) => {
-                let attempts = match slot.status() {
-                    Status::Failed { attempts, .. } => attempts + 1,
-                    _ => 1,
+                let (attempts, same) = match slot.status() {
+                    Status::Failed {
+                        attempts,
+                        error: last,
+                    } => (attempts + 1, last == *crate::redact::redact(&error)),
+                    _ => (1, false),
                 };
-                tracing::warn!(server = %slot.name, attempts, "cannot connect: {error}");
+                // Said once; a retry that fails the same way again is not news.
+                if same {
+                    tracing::debug!(server = %slot.name, attempts, "still cannot connect: {error}");
+                } else {
+                    tracing::warn!(server = %slot.name, attempts, "cannot connect: {error}");
+                }
                 slot.set_status(Status::Failed {
                     error: error.clone(),
                     attempts,
@@ -478,6 +486,10 @@ impl Hub {
         let Some(account) = &slot.account else {
             return self.open_with(slot, None).await;
         };
+        // Until someone logs in, a retry asks nobody.
+        if let Some(waiting) = account.awaiting_login() {
+            return Err(waiting);
+        }
         let bearer = account.bearer().await.map_err(|no| no.to_string())?;
         let sent_token = bearer.is_some();
         match self.open_with(slot, bearer).await {
