@@ -11,7 +11,7 @@ use std::{path::PathBuf, time::Duration};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use rmcp::transport::auth::{
-    AuthError, AuthorizationCallback, AuthorizationManager, OAuthClientConfig,
+    AuthError, AuthorizationCallback, AuthorizationManager, StateStore, StoredAuthorizationState,
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -22,6 +22,9 @@ use super::{
     Account, keep_secret,
     store::{Client, Saved, Tokens},
 };
+
+/// What oauth2 says of a token request that got no answer at all (`RequestTokenError::Request`).
+const UNANSWERED: &str = "Request failed";
 
 /// How long `runbyte login` waits for the person to finish in the browser.
 const WAIT_FOR_REDIRECT: Duration = Duration::from_secs(300);
@@ -104,8 +107,7 @@ pub async fn login(
         Some(challenge) => Some(challenge),
         None => ask_for_challenge(account).await?,
     };
-    super::install_crypto();
-    let mut manager = AuthorizationManager::new(account.url.as_str())
+    let mut manager = super::manager_for(&account.url)
         .await
         .map_err(|error| failed("bad URL", error))?;
     let resolution = manager
@@ -115,10 +117,14 @@ pub async fn login(
     let metadata = resolution.metadata;
     manager.set_metadata(metadata.clone());
     let saved = account.store.load()?.unwrap_or_default();
+    // What was kept belongs to the authorization server that issued it: a server that moved to
+    // another one (SEP-2352) gets a new registration and no old scopes.
     let same_issuer = saved
-        .credentials
+        .client
         .as_ref()
-        .is_none_or(|credentials| credentials.issuer == metadata.issuer);
+        .map(|client| client.issuer.clone())
+        .or_else(|| saved.credentials.as_ref().map(|c| c.issuer.clone()))
+        .is_none_or(|issuer| issuer == metadata.issuer);
 
     // Scopes: as configured, else as the server asks; with those of the last login (a step-up
     // asks for more, never fewer).
@@ -176,14 +182,14 @@ pub async fn login(
     if let Some(secret) = &client.client_secret {
         keep_secret(secret);
     }
-    let mut config =
-        OAuthClientConfig::new(&client.client_id, &client.redirect_uri).with_scopes(scopes.clone());
-    if let Some(secret) = &client.client_secret {
-        config = config.with_client_secret(secret);
-    }
+    let client = Client {
+        issuer: metadata.issuer.clone(),
+        ..client
+    };
     manager
-        .configure_client(config)
+        .configure_client(client.config(&scopes))
         .map_err(|error| failed("bad client", error))?;
+    manager.set_state_store(OneLogin::default());
     manager.set_credential_store(Tokens::new(
         account.store.clone(),
         Saved {
@@ -216,14 +222,30 @@ pub async fn login(
         })??;
     let callback = AuthorizationCallback::from_redirect_url(&redirect)
         .map_err(|error| failed("the redirect is not an authorization response", error))?;
-    let response = manager
-        .exchange_code_for_token_with_issuer(
-            &callback.code,
-            &callback.csrf_token,
-            callback.issuer.as_deref(),
-        )
-        .await
-        .map_err(|error| failed("the authorization server refused the code", error))?;
+    // A request that failed before the authorization server answered (a pooled connection it
+    // had closed while the person was in the browser) is sent once more: the code is unspent.
+    // Another failure (a refusal, the code spent) is not retried.
+    let mut exchanged = Err(AuthError::InternalError("not exchanged".to_owned()));
+    for _ in 0..2 {
+        exchanged = manager
+            .exchange_code_for_token_with_issuer(
+                &callback.code,
+                &callback.csrf_token,
+                callback.issuer.as_deref(),
+            )
+            .await;
+        match &exchanged {
+            Err(AuthError::TokenExchangeFailed(why)) if why == UNANSWERED => {
+                tracing::info!(
+                    server,
+                    "the code exchange was not answered; sending it again"
+                );
+            }
+            _ => break,
+        }
+    }
+    let response =
+        exchanged.map_err(|error| failed("the authorization server refused the code", error))?;
     keep_secret(oauth2::TokenResponse::access_token(&response).secret());
     account.logged_in().await;
     let stored = account.store.load()?.and_then(|saved| saved.credentials);
@@ -236,6 +258,28 @@ pub async fn login(
         refreshable: oauth2::TokenResponse::refresh_token(&response).is_some(),
         file: account.store.path().map(PathBuf::from),
     })
+}
+
+/// The PKCE state of this one login, kept until the login ends (rmcp deletes it before the
+/// code exchange, which would make a lost exchange impossible to send again). The state is
+/// still checked against the redirect's.
+#[derive(Default)]
+struct OneLogin(std::sync::Mutex<std::collections::HashMap<String, StoredAuthorizationState>>);
+
+#[async_trait::async_trait]
+impl StateStore for OneLogin {
+    async fn save(&self, csrf: &str, state: StoredAuthorizationState) -> Result<(), AuthError> {
+        super::lock(&self.0).insert(csrf.to_owned(), state);
+        Ok(())
+    }
+
+    async fn load(&self, csrf: &str) -> Result<Option<StoredAuthorizationState>, AuthError> {
+        Ok(super::lock(&self.0).get(csrf).cloned())
+    }
+
+    async fn delete(&self, _csrf: &str) -> Result<(), AuthError> {
+        Ok(())
+    }
 }
 
 /// Which client Runbyte is: the configured id, else a client ID metadata document where the
@@ -253,6 +297,7 @@ async fn choose_client(
             client_id: client_id.clone(),
             client_secret: account.settings.client_secret.clone(),
             redirect_uri: redirect_uri.to_owned(),
+            issuer: metadata.issuer.clone(),
         });
     }
     let takes_documents = metadata
@@ -267,6 +312,7 @@ async fn choose_client(
             client_id: document.clone(),
             client_secret: None,
             redirect_uri: redirect_uri.to_owned(),
+            issuer: metadata.issuer.clone(),
         });
     }
     if metadata.registration_endpoint.is_none() {
@@ -288,6 +334,7 @@ async fn choose_client(
         client_id: registered.client_id,
         client_secret: registered.client_secret,
         redirect_uri: redirect_uri.to_owned(),
+        issuer: metadata.issuer.clone(),
     })
 }
 

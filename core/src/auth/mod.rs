@@ -19,9 +19,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, ClientCredentialsConfig, OAuthClientConfig,
-};
+use rmcp::transport::auth::{AuthError, AuthorizationManager, ClientCredentialsConfig};
 
 use crate::config::{Auth, Config, ServerConfig};
 pub use login::{Granted, Opener, login};
@@ -73,6 +71,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// bundled HTTP plugins'): ring's is installed before any is built. Installing twice is harmless.
 fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// rmcp's authorization manager for a server's URL.
+async fn manager_for(url: &str) -> Result<AuthorizationManager, AuthError> {
+    install_crypto();
+    AuthorizationManager::new(url).await
 }
 
 /// Adds a token to the redaction layer.
@@ -391,22 +395,16 @@ impl Account {
                 self.server
             ))
         };
-        install_crypto();
-        let mut manager = AuthorizationManager::new(self.url.as_str())
-            .await
-            .map_err(failed)?;
+        let mut manager = manager_for(&self.url).await.map_err(failed)?;
         manager.set_credential_store(Tokens::new(self.store.clone(), saved.clone()));
         if !manager.initialize_from_store().await.map_err(failed)? {
             // Its authorization server changed: the old tokens were dropped.
             return Err(self.needs_login());
         }
         if let Some(client) = &saved.client {
-            let mut config = OAuthClientConfig::new(&client.client_id, &client.redirect_uri)
-                .with_scopes(saved.scopes.clone());
-            if let Some(secret) = &client.client_secret {
-                config = config.with_client_secret(secret);
-            }
-            manager.configure_client(config).map_err(failed)?;
+            manager
+                .configure_client(client.config(&saved.scopes))
+                .map_err(failed)?;
         }
         Ok(manager)
     }
@@ -419,10 +417,7 @@ impl Account {
                 self.server
             ))
         };
-        install_crypto();
-        let mut manager = AuthorizationManager::new(self.url.as_str())
-            .await
-            .map_err(failed)?;
+        let mut manager = manager_for(&self.url).await.map_err(failed)?;
         let challenge = self.challenge();
         let resolution = manager
             .resolve_metadata_from_challenge(challenge.as_deref())

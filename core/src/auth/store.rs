@@ -13,7 +13,7 @@ use std::{
 };
 
 use rmcp::transport::auth::{
-    AuthError, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+    AuthError, CredentialRefreshGuard, CredentialStore, OAuthClientConfig, StoredCredentials,
 };
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +43,21 @@ pub struct Client {
     #[serde(default)]
     pub client_secret: Option<String>,
     pub redirect_uri: String,
+    /// The authorization server it is registered with (its issuer), when it said.
+    #[serde(default)]
+    pub issuer: Option<String>,
+}
+
+impl Client {
+    /// rmcp's view of this client, asking for `scopes`.
+    pub fn config(&self, scopes: &[String]) -> OAuthClientConfig {
+        let config = OAuthClientConfig::new(&self.client_id, &self.redirect_uri)
+            .with_scopes(scopes.to_vec());
+        match &self.client_secret {
+            Some(secret) => config.with_client_secret(secret),
+            None => config,
+        }
+    }
 }
 
 /// Where credentials live.
