@@ -624,6 +624,66 @@ pub fn conformance_scenario(url: &str, scenario: &str) {
     );
 }
 
+/// For each scenario the suite reports as failing outside the baseline: its failed checks and
+/// the end of what the client under test wrote on stderr (from the suite's `-o` folder).
+fn unexpected_failures(stdout: &str, results: &Path) -> String {
+    let names: Vec<&str> = stdout
+        .split("Unexpected failures (not in baseline):")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .map_while(|line| line.trim().strip_prefix("✗ "))
+        .collect();
+    let mut folders = Vec::new();
+    let mut pending = vec![results.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.join("checks.json").exists() {
+                folders.push(path);
+            } else if path.is_dir() {
+                pending.push(path);
+            }
+        }
+    }
+    let mut report = String::new();
+    for name in names {
+        // `auth/iss-supported` is saved as `auth/iss-supported-<time>`.
+        let Some(folder) = folders.iter().find(|folder| {
+            folder
+                .strip_prefix(results)
+                .ok()
+                .and_then(|relative| relative.to_str())
+                .is_some_and(|relative| relative.starts_with(&format!("{name}-")))
+        }) else {
+            continue;
+        };
+        let checks = std::fs::read_to_string(folder.join("checks.json")).unwrap_or_default();
+        let checks: serde_json::Value = serde_json::from_str(&checks).unwrap_or_default();
+        report.push_str(&format!("\n--- {name}\n"));
+        for check in checks.as_array().into_iter().flatten() {
+            if check["status"] == "FAILURE" || check["status"] == "WARNING" {
+                report.push_str(&format!(
+                    "  {} {}: {}\n",
+                    check["status"].as_str().unwrap_or_default(),
+                    check["id"].as_str().unwrap_or_default(),
+                    check["errorMessage"]
+                        .as_str()
+                        .or(check["description"].as_str())
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        let stderr = std::fs::read_to_string(folder.join("stderr.txt")).unwrap_or_default();
+        let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+        for line in tail.into_iter().rev() {
+            report.push_str(&format!("  | {line}\n"));
+        }
+    }
+    report
+}
+
 pub fn conformance_suite(
     side: &str,
     target: [&str; 2],
@@ -640,12 +700,15 @@ pub fn conformance_suite(
     let baseline = repo_root().join(format!(
         "tests/conformance/expected-failures-{revision}.yml"
     ));
+    let results = cwd.join("conformance-results");
     let output = Command::new(node)
         .arg(suite)
         .arg(side)
         .args(target)
         .args(["--requirements", revision, "--expected-failures"])
         .arg(&baseline)
+        .arg("-o")
+        .arg(&results)
         .current_dir(cwd)
         .env("RUNBYTE_LOG", "warn")
         .output()
@@ -654,8 +717,9 @@ pub fn conformance_suite(
     let summary = stdout.split("SUMMARY ===").nth(1).unwrap_or(&stdout);
     assert!(
         output.status.success(),
-        "{summary}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        "{summary}\n{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        unexpected_failures(&stdout, &results)
     );
     for required in required {
         assert!(
