@@ -967,6 +967,12 @@ async fn login(config: Config, server: &str, no_browser: bool) -> ExitCode {
              server takes its credentials in `env`)"
         ));
     };
+    if account.store().path().is_none() {
+        return fail(
+            "cannot keep the tokens: neither XDG_STATE_HOME nor HOME is set, so Runbyte has no \
+             folder of yours to keep them in",
+        );
+    }
     crate::redact::install(&crate::redact::Secrets::from_config(&config));
     let opener = if no_browser {
         Opener::Never

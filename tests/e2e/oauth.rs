@@ -3,7 +3,8 @@
 //! client registration, PKCE, access tokens that live 2 s and rotated refresh tokens), the
 //! tokens then used, refreshed and forgotten by `tools`, `exec`, `call` and `logout`; a token
 //! the server refuses mid-run is refreshed once and the call sent again; a refused refresh
-//! token makes the server "needs login" and is never tried again.
+//! token makes the server "needs login" and is never tried again; a 403 that asks for more scope
+//! is answered by the next login.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -545,4 +546,24 @@ fn a_refused_token_is_refreshed_once_and_a_refused_refresh_needs_a_login() {
     let stats = server.stats();
     assert_eq!(stats["registrations"], 1, "{stats}");
     assert_eq!(stats["authorizations"], 2, "{stats}");
+
+    // A tool that needs more scope is refused (403 insufficient_scope) with what to do; the
+    // scope it asked for is kept, so the next login (another process) asks for it too.
+    let short = runbyte(&["call", "secure", "admin", "{}"]);
+    let said = format!("{}{}", short.stdout, short.stderr);
+    assert!(
+        short.code != Some(0)
+            && said.contains("insufficient_scope")
+            && said.contains("runbyte login secure"),
+        "{short:?}"
+    );
+    let stepped_up = login(&dir, config, &browser(&dir, &python), &server);
+    assert_eq!(stepped_up.code, Some(0), "{stepped_up:?}\n{}", server.log());
+    assert!(
+        stepped_up.stdout.contains("mcp:admin") && stepped_up.stdout.contains("mcp:tools"),
+        "the step-up asks for the old scope and the new one: {stepped_up:?}"
+    );
+    let allowed = runbyte(&["call", "secure", "admin", "{}"]);
+    assert_eq!(allowed.code, Some(0), "{allowed:?}\n{}", server.log());
+    assert_eq!(server.stats()["registrations"], 1, "{}", server.log());
 }

@@ -55,6 +55,11 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {}},
     },
     {
+        "name": "admin",
+        "description": "Needs the `mcp:admin` scope: without it the call is refused with 403 insufficient_scope.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
         "name": "revoke",
         "description": "Revokes every access token (as if the server restarted), and with `refresh` every refresh token too (as if the user revoked the grant).",
         "inputSchema": {"type": "object", "properties": {"refresh": {"type": "boolean"}}},
@@ -523,6 +528,21 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(
                 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
             )
+        if (
+            isinstance(message, dict)
+            and message.get("method") == "tools/call"
+            and (message.get("params") or {}).get("name") == "admin"
+            and "mcp:admin" not in (record.get("scope") or "").split()
+        ):
+            challenge = (
+                f'Bearer error="insufficient_scope", scope="{SCOPE} mcp:admin", '
+                f'resource_metadata="{self.state.resource_metadata}"'
+            )
+            return self.send_json(
+                403,
+                {"error": "insufficient_scope", "error_description": "admin needs mcp:admin"},
+                [("WWW-Authenticate", challenge)],
+            )
         if isinstance(message, list):  # a batch (2025-03-26)
             answers = [a for a in (self.answer(m, record) for m in message) if a is not None]
             if not answers:
@@ -565,6 +585,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.state.stats["tool_calls"] += 1
             if name == "whoami":
                 text = json.dumps({"client_id": record["client_id"], "token_serial": record["serial"]})
+            elif name == "admin":
+                text = json.dumps({"admin": True, "scope": record.get("scope")})
             elif name == "revoke":
                 with self.state.lock:
                     self.state.access.clear()

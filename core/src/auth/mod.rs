@@ -177,6 +177,36 @@ impl Account {
         }
     }
 
+    /// Adds the scopes the last challenge asked for (a 403 `insufficient_scope`) to those kept
+    /// for the server, so that the next `runbyte login`, in any process, asks for them too.
+    pub fn want_challenged_scopes(&self) {
+        let Some(challenge) = self.challenge() else {
+            return;
+        };
+        let Ok(base) = reqwest::Url::parse(&self.url) else {
+            return;
+        };
+        let Some(scope) =
+            rmcp::transport::auth::WWWAuthenticateParams::parse(&challenge, &base).scope
+        else {
+            return;
+        };
+        let Ok(Some(mut saved)) = self.store.load() else {
+            return;
+        };
+        let before = saved.scopes.len();
+        for wanted in scope.split_whitespace() {
+            if !saved.scopes.iter().any(|kept| kept == wanted) {
+                saved.scopes.push(wanted.to_owned());
+            }
+        }
+        if saved.scopes.len() != before
+            && let Err(error) = self.store.save(&saved)
+        {
+            tracing::warn!(server = %self.server, "cannot keep the scopes it asked for: {error}");
+        }
+    }
+
     /// The last challenge recorded.
     pub fn challenge(&self) -> Option<String> {
         lock(&self.challenge).clone()

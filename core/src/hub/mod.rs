@@ -888,6 +888,7 @@ impl Hub {
             }) if message.contains("HTTP 403") && message.contains("insufficient_scope") => {
                 if let Some(account) = &slot.account {
                     account.note_challenge(&message);
+                    account.want_challenged_scopes();
                 }
                 Err(CallError::Protocol {
                     message: format!(
