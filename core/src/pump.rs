@@ -5,6 +5,7 @@
 //! outside the tokio runtime: a plugin's pump may block for as long as its I/O does.
 
 use std::{
+    collections::HashSet,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -14,7 +15,11 @@ use std::{
 };
 
 use rmcp::{
-    model::{JsonRpcMessage, RequestId},
+    RoleClient,
+    model::{
+        CallToolResult, ClientRequest, JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0,
+        RequestId, ServerResult,
+    },
     service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage},
 };
 use runbyte_plugin_api::transport::SEND_REFUSED;
@@ -60,6 +65,93 @@ pub struct PumpTransport<R: ServiceRole> {
     stop: Arc<AtomicBool>,
     cancel: tokio_util::sync::CancellationToken,
     reason: CloseReason,
+    direct: Option<Arc<Direct<R>>>,
+}
+
+/// Answers read directly, without rmcp's general parse: the answers to requests of one kind
+/// whose result has one known shape (a downstream `tools/call`'s `CallToolResult`), told apart
+/// by the ids of the requests sent. rmcp reads a result as an untagged union of every result
+/// type, trying each in turn (`CallToolResult` is the sixteenth), which made reading a call's
+/// answer most of the CPU time of a tool call's return trip in the host. An answer that does not
+/// read as that shape (an error, `input_required`, a message with other fields) is read the
+/// general way, as before.
+pub struct Direct<R: ServiceRole> {
+    /// The id of a request whose answer is read directly.
+    pick: fn(&TxJsonRpcMessage<R>) -> Option<RequestId>,
+    /// Such an answer, read directly, with its id; `None`: read it the general way.
+    read: fn(&str) -> Option<Answer<R>>,
+    /// The picked requests not yet answered.
+    waiting: Mutex<HashSet<RequestId>>,
+}
+
+/// An answer read directly, with the id of the request it answers.
+type Answer<R> = (RequestId, RxJsonRpcMessage<R>);
+
+/// The most requests [`Direct`] keeps waiting for: past it (calls abandoned without an
+/// answer), it forgets them all, and their answers, if they come, are read the general way.
+const MAX_DIRECT_WAITING: usize = 1024;
+
+impl<R: ServiceRole> Direct<R> {
+    fn sent(&self, message: &TxJsonRpcMessage<R>) {
+        let Some(id) = (self.pick)(message) else {
+            return;
+        };
+        if let Ok(mut waiting) = self.waiting.lock() {
+            if waiting.len() >= MAX_DIRECT_WAITING {
+                waiting.clear();
+            }
+            waiting.insert(id);
+        }
+    }
+
+    fn answer(&self, text: &str) -> Option<RxJsonRpcMessage<R>> {
+        if self.waiting.lock().ok()?.is_empty() {
+            return None;
+        }
+        let (id, message) = (self.read)(text)?;
+        self.waiting.lock().ok()?.remove(&id).then_some(message)
+    }
+}
+
+/// A downstream connection's answers to `tools/call`, read directly as `CallToolResult`.
+pub fn tool_call_answers() -> Direct<RoleClient> {
+    Direct {
+        pick: |message| match message {
+            JsonRpcMessage::Request(request)
+                if matches!(request.request, ClientRequest::CallToolRequest(_)) =>
+            {
+                Some(request.id.clone())
+            }
+            _ => None,
+        },
+        read: read_tool_call_answer,
+        waiting: Mutex::default(),
+    }
+}
+
+/// An answer of exactly `jsonrpc`, `id` and a `result` that reads as a `CallToolResult` (which
+/// rmcp's general parse would classify as a response, and read as the same result unless an
+/// earlier variant of its union took it first, which would fail the call as an unexpected
+/// response).
+fn read_tool_call_answer(text: &str) -> Option<Answer<RoleClient>> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct CallAnswer {
+        jsonrpc: JsonRpcVersion2_0,
+        id: RequestId,
+        result: CallToolResult,
+    }
+    let CallAnswer {
+        jsonrpc,
+        id,
+        result,
+    } = serde_json::from_str(text).ok()?;
+    let message = JsonRpcMessage::Response(JsonRpcResponse {
+        jsonrpc,
+        id: id.clone(),
+        result: ServerResult::CallToolResult(result),
+    });
+    Some((id, message))
 }
 
 /// What the reader makes of one line.
@@ -79,11 +171,14 @@ struct Reader<R: ServiceRole> {
     peer: String,
     on_garbage: OnGarbage,
     reason: CloseReason,
-    role: std::marker::PhantomData<fn() -> R>,
+    direct: Option<Arc<Direct<R>>>,
 }
 
 impl<R: ServiceRole> Reader<R> {
     fn parse(&self, text: &str) -> Parsed<R> {
+        if let Some(message) = self.direct.as_ref().and_then(|direct| direct.answer(text)) {
+            return Parsed::Message(message);
+        }
         match serde_json::from_str::<RxJsonRpcMessage<R>>(text) {
             Ok(message) => Parsed::Message(message),
             Err(error) => match self.on_garbage {
@@ -218,6 +313,17 @@ pub enum OnGarbage {
 impl<R: ServiceRole> PumpTransport<R> {
     /// Starts the reader and writer threads for `pump`. `peer` names the other side in logs.
     pub fn new(pump: Pump, peer: String, on_garbage: OnGarbage) -> Self {
+        Self::reading_directly(pump, peer, on_garbage, None)
+    }
+
+    /// As [`PumpTransport::new`], reading the answers `direct` picks directly.
+    pub fn reading_directly(
+        pump: Pump,
+        peer: String,
+        on_garbage: OnGarbage,
+        direct: Option<Direct<R>>,
+    ) -> Self {
+        let direct = direct.map(Arc::new);
         let (in_tx, incoming) = mpsc::channel(256);
         let stop = Arc::new(AtomicBool::new(false));
         let reason = CloseReason::default();
@@ -265,7 +371,7 @@ impl<R: ServiceRole> PumpTransport<R> {
             peer,
             on_garbage,
             reason: reason.clone(),
-            role: std::marker::PhantomData,
+            direct: direct.clone(),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         match (pump.readable_fd(), tokio::runtime::Handle::try_current()) {
@@ -291,6 +397,7 @@ impl<R: ServiceRole> PumpTransport<R> {
             stop,
             cancel,
             reason,
+            direct,
         }
     }
 
@@ -611,6 +718,9 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for PumpTransport<R> {
             JsonRpcMessage::Request(request) => Some(request.id.clone()),
             _ => None,
         };
+        if let Some(direct) = &self.direct {
+            direct.sent(&item);
+        }
         let mut answer = None;
         let sent = serde_json::to_string(&item)
             .map_err(|e| PumpError(format!("cannot encode a message: {e}")))
@@ -676,6 +786,64 @@ mod tests {
     fn recovered(text: &str) -> Option<serde_json::Value> {
         let error = serde_json::from_str::<FromServer>(text).unwrap_err();
         recover::<rmcp::RoleClient>(text, &error).map(|m| serde_json::to_value(m).unwrap())
+    }
+
+    #[test]
+    fn tool_call_answers_read_directly_as_the_general_parse_reads_them() {
+        let direct = tool_call_answers();
+        let call = |id: i64| -> TxJsonRpcMessage<rmcp::RoleClient> {
+            let params = rmcp::model::CallToolRequestParams::new("echo");
+            JsonRpcMessage::request(
+                ClientRequest::CallToolRequest(rmcp::model::Request::new(params)),
+                RequestId::Number(id),
+            )
+        };
+        let answers = [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Echo: m1"}]}}"#,
+            r#"{"result":{"structuredContent":{"a":[1,2.5,"x"]},"isError":false,"content":[]},"id":2,"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"no"}],"isError":true,"_meta":{"k":1}}}"#,
+        ];
+        for (at, text) in answers.iter().enumerate() {
+            let id = at as i64 + 1;
+            // Not asked for: read the general way.
+            assert!(direct.answer(text).is_none());
+            direct.sent(&call(id));
+            let read = direct.answer(text).unwrap();
+            let general = serde_json::from_str::<FromServer>(text).unwrap();
+            assert_eq!(
+                serde_json::to_value(&read).unwrap(),
+                serde_json::to_value(&general).unwrap(),
+                "{text}"
+            );
+            let JsonRpcMessage::Response(JsonRpcResponse {
+                result: ServerResult::CallToolResult(_),
+                ..
+            }) = general
+            else {
+                panic!("the general parse reads {text} as another result");
+            };
+            // Answered once: a second answer with its id is read the general way.
+            assert!(direct.answer(text).is_none());
+        }
+        direct.sent(&call(9));
+        // Other shapes: the general parse reads them.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":9,"error":{"code":-32602,"message":"bad"}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"result":{"resultType":"input_required","inputRequests":{}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"result":{"content":[]},"extra":1}"#,
+            r#"{"jsonrpc":"2.0","id":9,"result":{}}"#,
+        ] {
+            assert!(direct.answer(text).is_none(), "{text}");
+        }
+        // Other requests are not picked.
+        let ping: TxJsonRpcMessage<rmcp::RoleClient> = JsonRpcMessage::request(
+            ClientRequest::PingRequest(Default::default()),
+            RequestId::Number(10),
+        );
+        direct.sent(&ping);
+        let text = r#"{"jsonrpc":"2.0","id":10,"result":{"content":[]}}"#;
+        assert!(direct.answer(text).is_none());
     }
 
     #[test]

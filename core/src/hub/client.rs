@@ -421,8 +421,12 @@ impl Opening<'_> {
             .await
             .map_err(|e| Failed::Other(format!("the connect task failed: {e}")))?
             .map_err(|e| Failed::Other(e.to_string()))?;
-        let transport =
-            PumpTransport::<RoleClient>::new(pump.clone(), name.to_owned(), OnGarbage::Recover);
+        let transport = PumpTransport::<RoleClient>::reading_directly(
+            pump.clone(),
+            name.to_owned(),
+            OnGarbage::Recover,
+            Some(crate::pump::tool_call_answers()),
+        );
         let reason = transport.close_reason();
         let callers = Callers::default();
         let client = HubClient {

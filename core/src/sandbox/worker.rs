@@ -1,21 +1,18 @@
 //! `runbyte worker`: one engine process. Reads host messages on stdin, writes its own on stdout
 //! (nothing else ever goes to stdout), runs one execution at a time, each on a fresh thread with
-//! the stack its limit asks for. Exits when stdin closes, even in the middle of an execution.
+//! the stack its limit asks for. Stdin is read by the thread waiting for a message (the engine's
+//! own during an execution: a tool call's reply wakes it directly), and looked at by a running
+//! program's interrupt handler (see [`PipeInbox`]). Exits when stdin closes, even in the middle
+//! of an execution.
 
 use std::{
-    io::{BufRead, Write},
     process::ExitCode,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-        mpsc,
-    },
-    thread,
+    sync::{Arc, Mutex, atomic::AtomicBool},
     time::{Duration, Instant},
 };
 
 use super::{
-    engine::{self, Link, ModuleCache, ModuleSource},
+    engine::{self, Link, ModuleCache, ModuleSource, PipeInbox},
     host::ENGINE_STACK_MARGIN,
     protocol::{FromEngine, PROTOCOL_VERSION, Program, Report, ToEngine},
     transpile,
@@ -77,61 +74,17 @@ fn limit_memory(_extra: usize) {}
 
 /// The body of `runbyte worker`.
 pub fn worker_main() -> ExitCode {
-    let stdout = Arc::new(Mutex::new(std::io::stdout()));
-    let send = move |message: FromEngine| {
-        let Ok(mut line) = serde_json::to_vec(&message) else {
-            return;
-        };
-        line.push(b'\n');
-        let written = match stdout.lock() {
-            Ok(mut out) => out.write_all(&line).and_then(|()| out.flush()),
-            Err(_) => Err(std::io::Error::other("stdout lock poisoned")),
-        };
-        if written.is_err() {
-            // The host is gone.
-            std::process::exit(0);
-        }
-    };
     limit_memory(TRANSPILE_MEMORY_BYTES);
-    send(FromEngine::Ready {
+    let cancel = Arc::new(AtomicBool::new(false));
+    // Stdin is read by whichever thread waits for a message: the engine's own while it runs.
+    let mut link = Link::from_pipe(PipeInbox::new(
+        libc::STDIN_FILENO,
+        libc::STDOUT_FILENO,
+        cancel.clone(),
+    ));
+    link.send(FromEngine::Ready {
         version: PROTOCOL_VERSION,
     });
-    let (to_engine, inbox) = mpsc::channel();
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = cancel.clone();
-    let reader = thread::Builder::new()
-        .name("runbyte-worker-stdin".to_owned())
-        .spawn(move || {
-            let stdin = std::io::stdin();
-            let mut stdin = stdin.lock();
-            let mut line = String::new();
-            loop {
-                line.clear();
-                match stdin.read_line(&mut line) {
-                    Ok(0) | Err(_) => std::process::exit(0),
-                    Ok(_) => {}
-                }
-                let message: ToEngine = match serde_json::from_str(line.trim_end()) {
-                    Ok(message) => message,
-                    Err(error) => {
-                        tracing::error!(%error, "sandbox worker: unreadable message from the host");
-                        std::process::exit(2);
-                    }
-                };
-                match &message {
-                    ToEngine::Run { .. } => flag.store(false, Ordering::SeqCst),
-                    ToEngine::Cancel => flag.store(true, Ordering::SeqCst),
-                    _ => {}
-                }
-                if to_engine.send(message).is_err() {
-                    std::process::exit(0);
-                }
-            }
-        });
-    if reader.is_err() {
-        return ExitCode::FAILURE;
-    }
-    let mut link = Link::new(Box::new(send), inbox);
     let cache = Arc::new(Mutex::new(ModuleCache::default()));
     loop {
         let message = match link.next(Duration::from_secs(3600)) {

@@ -36,7 +36,10 @@ const MAX_READ: usize = 1 << 20;
 
 pub(crate) struct Stdout {
     pipe: ChildStdout,
+    /// What was read, in `buffer[..end]`; past `end`, room for the next read (zeroed once, when
+    /// it grew, not before every read).
     buffer: Vec<u8>,
+    end: usize,
     /// Where the unread part of `buffer` starts.
     start: usize,
     /// How far past `start` the buffer is known to hold no newline.
@@ -50,7 +53,8 @@ impl Stdout {
     pub(crate) fn new(pipe: ChildStdout, max: usize) -> Self {
         Stdout {
             pipe,
-            buffer: Vec::with_capacity(MIN_READ),
+            buffer: Vec::new(),
+            end: 0,
             start: 0,
             scanned: 0,
             skipping: None,
@@ -71,11 +75,13 @@ impl Stdout {
                 Ok(false) => return Next::Timeout,
                 Err(error) => return Next::Failed(error),
             }
-            let filled = self.buffer.len();
+            let filled = self.end;
             let want = (filled - self.start).clamp(MIN_READ, MAX_READ);
-            self.buffer.resize(filled + want, 0);
-            let read = self.pipe.read(&mut self.buffer[filled..]);
-            self.buffer.truncate(filled + *read.as_ref().unwrap_or(&0));
+            if self.buffer.len() < filled + want {
+                self.buffer.resize(filled + want, 0);
+            }
+            let read = self.pipe.read(&mut self.buffer[filled..filled + want]);
+            self.end = filled + *read.as_ref().unwrap_or(&0);
             match read {
                 Ok(0) => return Next::Eof,
                 Ok(_) => {}
@@ -90,7 +96,7 @@ impl Stdout {
     fn take_line(&mut self) -> Option<Next> {
         loop {
             let from = self.start + self.scanned;
-            let Some(at) = self.buffer[from..].iter().position(|&b| b == b'\n') else {
+            let Some(at) = self.buffer[from..self.end].iter().position(|&b| b == b'\n') else {
                 break;
             };
             let end = from + at;
@@ -113,19 +119,20 @@ impl Stdout {
             }
             return Some(Next::Line(String::from_utf8_lossy(line).into_owned()));
         }
-        let pending = self.buffer.len() - self.start;
+        let pending = self.end - self.start;
         if pending > self.max || (self.skipping.is_some() && pending > 0) {
             // Over the cap: keep only what the error report needs, drop the rest.
             self.skipping
                 .get_or_insert_with(Overlong::default)
-                .extend(&self.buffer[self.start..]);
-            self.buffer.clear();
+                .extend(&self.buffer[self.start..self.end]);
+            self.end = 0;
             self.start = 0;
             self.scanned = 0;
         } else if self.start >= pending {
             // More consumed than left: move what is left to the front (a cost no bigger than
             // what was consumed, so linear over the stream).
-            self.buffer.drain(..self.start);
+            self.buffer.copy_within(self.start..self.end, 0);
+            self.end = pending;
             self.start = 0;
             self.scanned = pending;
         } else {

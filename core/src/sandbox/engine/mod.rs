@@ -68,21 +68,42 @@ fn next_id() -> u64 {
 /// The engine's door to the host: messages out, messages in.
 pub(crate) struct Link {
     out: Box<dyn Fn(FromEngine) + Send>,
-    inbox: Receiver<ToEngine>,
+    inbox: Inbox,
     stash: VecDeque<ToEngine>,
+}
+
+/// Where the host's messages come from.
+enum Inbox {
+    /// A channel from the host's side (an engine on a host thread).
+    Channel(Receiver<ToEngine>),
+    /// A worker's stdin, read by whichever thread waits for a message (the engine's own while it
+    /// runs): a reply wakes the engine itself, with no reader thread handing it over.
+    Pipe(PipeInbox),
 }
 
 impl Link {
     pub(crate) fn new(out: Box<dyn Fn(FromEngine) + Send>, inbox: Receiver<ToEngine>) -> Self {
         Link {
             out,
-            inbox,
+            inbox: Inbox::Channel(inbox),
+            stash: VecDeque::new(),
+        }
+    }
+
+    /// A link over a worker's pipes, both ways (see [`PipeInbox`]).
+    pub(crate) fn from_pipe(pipe: PipeInbox) -> Self {
+        Link {
+            out: Box::new(|_| {}),
+            inbox: Inbox::Pipe(pipe),
             stash: VecDeque::new(),
         }
     }
 
     pub(crate) fn send(&self, message: FromEngine) {
-        (self.out)(message);
+        match &self.inbox {
+            Inbox::Pipe(pipe) => pipe.write(&message),
+            Inbox::Channel(_) => (self.out)(message),
+        }
     }
 
     /// The next message, waiting at most `timeout`. `Err(true)`: the host is gone.
@@ -90,10 +111,26 @@ impl Link {
         if let Some(message) = self.stash.pop_front() {
             return Ok(message);
         }
-        match self.inbox.recv_timeout(timeout) {
+        match self.recv_timeout(timeout) {
             Ok(message) => Ok(message),
             Err(RecvTimeoutError::Timeout) => Err(false),
             Err(RecvTimeoutError::Disconnected) => Err(true),
+        }
+    }
+
+    fn recv_timeout(&mut self, timeout: Duration) -> Result<ToEngine, RecvTimeoutError> {
+        match &self.inbox {
+            Inbox::Channel(inbox) => inbox.recv_timeout(timeout),
+            Inbox::Pipe(inbox) => inbox.recv_timeout(timeout),
+        }
+    }
+
+    /// Reads what the host has sent so far without waiting, so that a cancellation (or the
+    /// host's end) is seen while the program runs; what it read waits for [`Link::next`].
+    /// A channel needs nothing: its sender sets the cancel flag itself.
+    fn look(&self) {
+        if let Inbox::Pipe(inbox) = &self.inbox {
+            inbox.look();
         }
     }
 
@@ -105,12 +142,206 @@ impl Link {
     ) -> Option<T> {
         loop {
             let left = deadline.checked_duration_since(Instant::now())?;
-            let message = self.inbox.recv_timeout(left).ok()?;
+            let message = self.recv_timeout(left).ok()?;
             match pick(&message) {
                 Some(found) => return Some(found),
                 None => self.stash.push_back(message),
             }
         }
+    }
+}
+
+/// How often a running program's interrupt handler looks at a worker's stdin for a
+/// cancellation or the host's end.
+const LOOK_EVERY: Duration = Duration::from_millis(5);
+
+/// A worker's pipes: one JSON message a line each way. Whoever waits for a message reads
+/// stdin (the worker's main thread between executions, the engine's thread during one), and a
+/// running program's interrupt handler looks at it every [`LOOK_EVERY`] without waiting. A
+/// message that stdout does not take at once waits while stdin is read meanwhile, so that an
+/// engine sending calls faster than the host reads them never blocks a host that is sending it
+/// replies (the pipes would otherwise fill both ways). A `run` clears the cancel flag and a
+/// `cancel` sets it as soon as either is read; the worker exits when stdin closes (as soon as
+/// that is seen, even in the middle of an execution), when stdout fails, and when a line is not
+/// a message.
+pub(crate) struct PipeInbox {
+    input: std::os::fd::RawFd,
+    output: std::os::fd::RawFd,
+    state: RefCell<PipeState>,
+    cancel: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct PipeState {
+    /// Read and not yet a complete line.
+    buffer: Vec<u8>,
+    /// Messages read and not yet taken.
+    ready: VecDeque<ToEngine>,
+}
+
+impl PipeInbox {
+    /// Reads `input` and writes `output` (the worker's stdin and stdout, open for the life of
+    /// the process; nothing else may write to `output`, which is made non-blocking).
+    pub(crate) fn new(
+        input: std::os::fd::RawFd,
+        output: std::os::fd::RawFd,
+        cancel: Arc<AtomicBool>,
+    ) -> Self {
+        // SAFETY: fcntl(2) on a descriptor open for the process's life, changing only its
+        // O_NONBLOCK flag.
+        unsafe {
+            let flags = libc::fcntl(output, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(output, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        PipeInbox {
+            input,
+            output,
+            state: RefCell::default(),
+            cancel,
+        }
+    }
+
+    fn recv_timeout(&self, timeout: Duration) -> Result<ToEngine, RecvTimeoutError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(message) = self.state.borrow_mut().ready.pop_front() {
+                return Ok(message);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !self.readable(left) {
+                return Err(RecvTimeoutError::Timeout);
+            }
+            self.read();
+        }
+    }
+
+    fn look(&self) {
+        if self.readable(Duration::ZERO) {
+            self.read();
+        }
+    }
+
+    /// Writes one message, reading stdin while stdout is full.
+    fn write(&self, message: &FromEngine) {
+        let Ok(mut line) = serde_json::to_vec(message) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut written = 0;
+        while written < line.len() {
+            let rest = &line[written..];
+            // SAFETY: writes from a buffer of the length given, valid for the call.
+            let wrote = unsafe { libc::write(self.output, rest.as_ptr().cast(), rest.len()) };
+            if wrote > 0 {
+                written += wrote as usize;
+                continue;
+            }
+            let error = std::io::Error::last_os_error();
+            match error.kind() {
+                std::io::ErrorKind::Interrupted => {}
+                std::io::ErrorKind::WouldBlock if wrote < 0 => self.wait_to_write(),
+                // The host is gone.
+                _ => std::process::exit(0),
+            }
+        }
+    }
+
+    /// Waits until stdout takes more, reading what stdin brings meanwhile.
+    fn wait_to_write(&self) {
+        let mut polls = [
+            libc::pollfd {
+                fd: self.output,
+                events: libc::POLLOUT,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.input,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds for the call, on descriptors open for the process's life.
+        let ready = unsafe { libc::poll(polls.as_mut_ptr(), 2, -1) };
+        if ready > 0 && polls[1].revents != 0 {
+            self.read();
+        }
+    }
+
+    /// Whether there is something to read (or the end) within `timeout`.
+    fn readable(&self, timeout: Duration) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.input,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Rounded up, so that a wait of less than a millisecond waits rather than spins.
+        let millis = timeout.as_micros().div_ceil(1000);
+        let millis = libc::c_int::try_from(millis).unwrap_or(libc::c_int::MAX);
+        loop {
+            // SAFETY: one valid pollfd for the call, on a descriptor open for the process's life.
+            let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+            if ready >= 0 {
+                return ready > 0;
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                // Not pollable: a read decides (it waits, as the reader thread once did).
+                return true;
+            }
+        }
+    }
+
+    /// Reads what is there (after `readable`, without waiting) and takes every complete line.
+    fn read(&self) {
+        const CHUNK: usize = 64 << 10;
+        let mut state = self.state.borrow_mut();
+        let PipeState { buffer, ready } = &mut *state;
+        buffer.reserve(CHUNK);
+        let filled = buffer.len();
+        let spare = buffer.spare_capacity_mut();
+        let read = loop {
+            // SAFETY: reads at most `spare.len()` bytes into the vector's spare capacity, valid
+            // (and not aliased) for the call.
+            let read = unsafe { libc::read(self.input, spare.as_mut_ptr().cast(), spare.len()) };
+            if read >= 0 {
+                break read as usize;
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break 0;
+            }
+        };
+        if read == 0 {
+            // The host is gone.
+            std::process::exit(0);
+        }
+        // SAFETY: `read` bytes past `filled` were just written by read(2).
+        unsafe { buffer.set_len(filled + read) };
+        // What was there before holds no newline (complete lines are taken at once): the search
+        // starts at the new bytes, so a long message costs one pass.
+        let (mut start, mut from) = (0, filled);
+        while let Some(at) = buffer[from..].iter().position(|&b| b == b'\n') {
+            let line = &buffer[start..from + at];
+            start = from + at + 1;
+            from = start;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let message: ToEngine = match serde_json::from_slice(line) {
+                Ok(message) => message,
+                Err(error) => {
+                    tracing::error!(%error, "sandbox worker: unreadable message from the host");
+                    std::process::exit(2);
+                }
+            };
+            match &message {
+                ToEngine::Run { .. } => self.cancel.store(false, Ordering::SeqCst),
+                ToEngine::Cancel => self.cancel.store(true, Ordering::SeqCst),
+                _ => {}
+            }
+            ready.push_back(message);
+        }
+        buffer.drain(..start);
     }
 }
 
@@ -354,9 +585,20 @@ fn execute(shared: &Rc<Shared>, program: &Transpiled) -> Result<Json, ExecError>
         .map_err(|e| plain(ErrorKind::Memory, format!("cannot start QuickJS: {e}")))?;
     runtime.set_max_stack_size(shared.limits.stack_bytes);
     let (deadline, cancel) = (shared.deadline, shared.cancel.clone());
-    // Keeps interrupting once the deadline passed: a `catch` cannot swallow it.
+    let (link, mut looked) = (Rc::downgrade(shared), Instant::now());
+    // Keeps interrupting once the deadline passed: a `catch` cannot swallow it. Now and then it
+    // looks at what the host sent (a worker's stdin), for a cancellation.
     runtime.set_interrupt_handler(Some(Box::new(move || {
-        cancel.load(Ordering::Relaxed) || Instant::now() >= deadline
+        let now = Instant::now();
+        if now.duration_since(looked) >= LOOK_EVERY {
+            looked = now;
+            if let Some(shared) = link.upgrade()
+                && let Ok(link) = shared.link.try_borrow()
+            {
+                link.look();
+            }
+        }
+        cancel.load(Ordering::Relaxed) || now >= deadline
     })));
     runtime.set_loader(
         loader::VfsResolver(shared.clone()),
@@ -642,5 +884,70 @@ fn deliver<'js>(ctx: &Ctx<'js>, shared: &Shared, reply: Reply) -> Result<(), Sto
             let reason = globals::error_value(ctx, &message).map_err(host)?;
             failed(reason).map_err(host)
         }
+    }
+}
+
+#[cfg(test)]
+mod pipe_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    use super::*;
+
+    #[test]
+    fn a_pipe_inbox_reads_lines_as_they_come_and_sees_a_cancellation_without_waiting() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills two descriptors, each owned by one `File` below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors were just opened and are owned by nothing else.
+        let (reader, mut writer) = unsafe {
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        let cancel = Arc::new(AtomicBool::new(true));
+        let inbox = PipeInbox::new(reader.as_raw_fd(), writer.as_raw_fd(), cancel.clone());
+        let quick = Duration::from_millis(20);
+        assert!(matches!(
+            inbox.recv_timeout(quick),
+            Err(RecvTimeoutError::Timeout)
+        ));
+        // A message split across writes, then two in one, with a blank line between.
+        writer.write_all(br#"{"t":"reply","id":1,"#).unwrap();
+        assert!(inbox.recv_timeout(quick).is_err());
+        writer
+            .write_all(b"\"ok\":\"1\"}\n\n{\"t\":\"module\",\"id\":2,\"source\":null}\n{\"t\":")
+            .unwrap();
+        let first = inbox.recv_timeout(quick).unwrap();
+        assert_eq!(
+            first,
+            ToEngine::Reply {
+                id: 1,
+                ok: Some("1".to_owned()),
+                err: None
+            }
+        );
+        let second = inbox.recv_timeout(quick).unwrap();
+        assert_eq!(
+            second,
+            ToEngine::Module {
+                id: 2,
+                source: None
+            }
+        );
+        // A cancellation is seen by a look, without a wait, and kept for the next read.
+        writer.write_all(b"\"cancel\"}\n").unwrap();
+        cancel.store(false, Ordering::SeqCst);
+        inbox.look();
+        assert!(cancel.load(Ordering::SeqCst));
+        assert_eq!(inbox.recv_timeout(quick).unwrap(), ToEngine::Cancel);
+        inbox.look();
+        assert!(matches!(
+            inbox.recv_timeout(quick),
+            Err(RecvTimeoutError::Timeout)
+        ));
     }
 }
