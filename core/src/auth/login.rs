@@ -346,16 +346,28 @@ async fn ask_for_challenge(account: &Account) -> Result<Option<String>, String> 
         .timeout(Duration::from_secs(30))
         .build()
         .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
-    let mut request = client
-        .post(account.url.as_str())
-        .header(ACCEPT, "application/json, text/event-stream")
-        .header(CONTENT_TYPE, "application/json")
-        .header("MCP-Protocol-Version", "2025-11-25");
-    for (name, value) in &account.settings.headers {
-        if !name.eq_ignore_ascii_case("authorization") {
-            request = request.header(name.as_str(), value.as_str());
+    let with_headers = |mut request: reqwest::RequestBuilder| {
+        for (name, value) in &account.settings.headers {
+            if !name.eq_ignore_ascii_case("authorization") {
+                request = request.header(name.as_str(), value.as_str());
+            }
         }
-    }
+        request
+    };
+    let unreachable = |error: reqwest::Error| {
+        format!(
+            "{}: cannot reach {}: {error}",
+            account.server(),
+            crate::redact::redact(&account.url)
+        )
+    };
+    let challenge_of = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {
@@ -364,22 +376,25 @@ async fn ask_for_challenge(account: &Account) -> Result<Option<String>, String> 
             "clientInfo": {"name": "runbyte", "version": env!("CARGO_PKG_VERSION")}
         }
     });
-    let response = request
+    let posted = with_headers(client.post(account.url.as_str()))
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header(CONTENT_TYPE, "application/json")
+        .header("MCP-Protocol-Version", "2025-11-25")
         .body(initialize.to_string())
         .send()
         .await
-        .map_err(|error| {
-            format!(
-                "{}: cannot reach {}: {error}",
-                account.server(),
-                crate::redact::redact(&account.url)
-            )
-        })?;
-    Ok(response
-        .headers()
-        .get(WWW_AUTHENTICATE)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned))
+        .map_err(unreachable)?;
+    if let Some(challenge) = challenge_of(&posted) {
+        return Ok(Some(challenge));
+    }
+    // A legacy SSE endpoint takes GET, not POST: its 401 comes to the stream's request. The
+    // response is dropped unread.
+    let streamed = with_headers(client.get(account.url.as_str()))
+        .header(ACCEPT, "text/event-stream")
+        .send()
+        .await
+        .map_err(unreachable)?;
+    Ok(challenge_of(&streamed))
 }
 
 fn port_of(redirect_uri: &str) -> Option<u16> {
