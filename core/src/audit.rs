@@ -1,7 +1,8 @@
 //! The audit log: one JSON line per execution and per tool call, with who (session), what
 //! (server, tool), how long and how it ended. Configured secrets (`crate::redact`: header and
-//! environment values, URL userinfo and query values, token files) are redacted from each line
-//! before it is written, in their raw and their JSON-escaped forms.
+//! environment values, URL userinfo and query values, token files) and those the process learns
+//! later (OAuth tokens, as it obtains them) are redacted from each line before it is written, in
+//! their raw and their JSON-escaped forms.
 
 use std::{
     fs::{File, OpenOptions},
@@ -85,7 +86,9 @@ impl AuditLog {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         record["time"] = json!(format!("{}.{:03}", now.as_secs(), now.subsec_millis()));
-        let mut line = self.inner.secrets.redact(&record.to_string()).into_owned();
+        // The configured secrets, then those learnt since (OAuth tokens, as they are obtained).
+        let configured = self.inner.secrets.redact(&record.to_string()).into_owned();
+        let mut line = crate::redact::redact(&configured).into_owned();
         line.push('\n');
         let Ok(mut file) = self.inner.file.lock() else {
             return;

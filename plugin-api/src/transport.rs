@@ -36,6 +36,13 @@ pub trait Transport: Send + Sync + Sized + 'static {
     /// table as written there (`command`, `args`, `env`, `cwd` or `url`, `headers`, ...), with
     /// `${VAR}` already expanded and relative paths resolved. An error says why the connection
     /// could not be made (the command was not found, the URL refused, ...).
+    ///
+    /// For a server that needs OAuth, the host puts `Authorization: Bearer <token>` in
+    /// `headers` (and opens a new connection when the token changes). A connector that wants
+    /// the host to log in, refresh or ask for more scope says `HTTP 401` (or `HTTP 403`) in the
+    /// text of the failure (a failed request's error, the reason the pump closed) and quotes the
+    /// server's challenge as `(WWW-Authenticate: <challenge>)`, as the bundled HTTP and SSE
+    /// connectors do.
     fn connect(&self, target: &str) -> Result<Box<dyn Pump>, String> {
         let _ = target;
         Err("this transport has no connector".to_owned())

@@ -459,7 +459,10 @@ fn a_refused_token_is_refreshed_once_and_a_refused_refresh_needs_a_login() {
     let server = OAuthServer::with_lifetime(&python, &dir, 3600);
     let config = dir.write(
         "runbyte.toml",
-        &config_of(&[format!("[servers.secure]\nurl = \"{}/mcp\"\n", server.base)]),
+        &config_of(&[
+            "[server]\naudit-log = \"audit.jsonl\"\n".to_owned(),
+            format!("[servers.secure]\nurl = \"{}/mcp\"\n", server.base),
+        ]),
     );
     let config = config.to_str().unwrap();
     let runbyte = |args: &[&str]| {
@@ -566,4 +569,36 @@ fn a_refused_token_is_refreshed_once_and_a_refused_refresh_needs_a_login() {
     let allowed = runbyte(&["call", "secure", "admin", "{}"]);
     assert_eq!(allowed.code, Some(0), "{allowed:?}\n{}", server.log());
     assert_eq!(server.stats()["registrations"], 1, "{}", server.log());
+
+    // A server that sends the token back (in a result, in an error) does not get it to the
+    // program's answer or the audit log: the token is a secret from the moment it is obtained.
+    dir.write(
+        "leak.ts",
+        "import { leak } from './servers/secure';\n\
+         const shown = await leak({});\n\
+         let thrown = 'no error';\n\
+         try { await leak({ fail: true }); } catch (e) { thrown = String(e); }\n\
+         export default { shown, thrown };\n",
+    );
+    let leaked = runbyte(&["exec", "leak.ts"]);
+    assert_eq!(leaked.code, Some(0), "{leaked:?}\n{}", server.log());
+    let (_, access, _) = stored_tokens(&dir);
+    assert!(!access.is_empty());
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit.contains("\"tool\":\"leak\""), "{audit}");
+    for token in &access {
+        assert!(!leaked.stdout.contains(token.as_str()), "{leaked:?}");
+        assert!(
+            !audit.contains(token.as_str()),
+            "the audit log holds the token:\n{audit}"
+        );
+    }
+    let result = result_json(&leaked.stdout);
+    for what in ["shown", "thrown"] {
+        let text = result[what].as_str().unwrap_or_default();
+        assert!(
+            text.contains("your token is [REDACTED]"),
+            "{what}: {result}"
+        );
+    }
 }

@@ -60,6 +60,11 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {}},
     },
     {
+        "name": "leak",
+        "description": "Returns the bearer token the call carried (as a result, or with `fail` as an error result): what a careless or hostile server may do.",
+        "inputSchema": {"type": "object", "properties": {"fail": {"type": "boolean"}}},
+    },
+    {
         "name": "revoke",
         "description": "Revokes every access token (as if the server restarted), and with `refresh` every refresh token too (as if the user revoked the grant).",
         "inputSchema": {"type": "object", "properties": {"refresh": {"type": "boolean"}}},
@@ -516,7 +521,7 @@ class Handler(BaseHTTPRequestHandler):
                 [("WWW-Authenticate", f'{challenge}, error="invalid_token", error_description="{why}"')],
             )
             return None
-        return record
+        return {**record, "token": token}
 
     def mcp(self):
         record = self.authorized()
@@ -585,6 +590,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.state.stats["tool_calls"] += 1
             if name == "whoami":
                 text = json.dumps({"client_id": record["client_id"], "token_serial": record["serial"]})
+            elif name == "leak":
+                text = f"your token is {record['token']}"
+                if arguments.get("fail"):
+                    return result({"content": [{"type": "text", "text": text}], "isError": True})
             elif name == "admin":
                 text = json.dumps({"admin": True, "scope": record.get("scope")})
             elif name == "revoke":

@@ -212,7 +212,16 @@ pub async fn login(
     if let Some(program) = opener.open(&url) {
         say(&format!("(opened with {program})"));
     }
-    let redirect = tokio::time::timeout(WAIT_FOR_REDIRECT, wait_for_redirect(&listener, server))
+    let state = reqwest::Url::parse(&url)
+        .ok()
+        .and_then(|url| {
+            url.query_pairs()
+                .find(|(key, _)| key == "state")
+                .map(|(_, value)| value.into_owned())
+        })
+        .ok_or_else(|| format!("{server}: the authorization URL carries no `state`"))?;
+    let waiting = wait_for_redirect(&listener, server, &state);
+    let redirect = tokio::time::timeout(WAIT_FOR_REDIRECT, waiting)
         .await
         .map_err(|_| {
             format!(
@@ -410,9 +419,14 @@ fn into_tokio(listener: std::net::TcpListener) -> Result<TcpListener, String> {
         .map_err(|error| format!("cannot listen on a loopback port: {error}"))
 }
 
-/// Waits for the browser's request to `/callback`; its full URL. Other requests (a favicon)
-/// get a 404 and the wait goes on.
-async fn wait_for_redirect(listener: &TcpListener, server: &str) -> Result<String, String> {
+/// Waits for the browser's request to `/callback` carrying this login's `state`; its full URL.
+/// Other requests (a favicon, a page or process that found the port and sends a made-up
+/// redirect or error) are answered and the wait goes on.
+async fn wait_for_redirect(
+    listener: &TcpListener,
+    server: &str,
+    state: &str,
+) -> Result<String, String> {
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     loop {
         let (mut stream, _) = listener
@@ -443,6 +457,15 @@ async fn wait_for_redirect(listener: &TcpListener, server: &str) -> Result<Strin
                 .find(|(name, _)| name == key)
                 .map(|(_, value)| value.clone())
         };
+        if get("state").as_deref() != Some(state) {
+            respond(
+                &mut stream,
+                "400 Bad Request",
+                "Not the redirect of this login (its state does not match).",
+            )
+            .await;
+            continue;
+        }
         if let Some(error) = get("error") {
             let description = get("error_description").unwrap_or_default();
             respond(
@@ -499,4 +522,59 @@ async fn respond(stream: &mut TcpStream, status: &str, text: &str) {
     );
     let _ = stream.write_all(answer.as_bytes()).await;
     let _ = stream.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    /// One GET to the listener; the status line of its answer.
+    fn get(port: u16, target: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(stream, "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer.lines().next().unwrap_or_default().to_owned()
+    }
+
+    /// Only the redirect that carries this login's state ends the wait: a made-up error or code
+    /// (from a web page or a local process that found the port), another path, a request that
+    /// is not HTTP, or a connection that sends nothing does not.
+    #[tokio::test]
+    async fn only_this_logins_redirect_ends_the_wait() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waiting =
+            tokio::spawn(async move { wait_for_redirect(&listener, "s", "the-state").await });
+        let statuses = tokio::task::spawn_blocking(move || {
+            let silent = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            drop(silent);
+            let mut garbage = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            garbage.write_all(&[0xff; 40_000]).ok();
+            drop(garbage);
+            [
+                get(port, "/callback?error=access_denied"),
+                get(port, "/callback?error=access_denied&state=guess"),
+                get(port, "/callback?code=forged&state=guess"),
+                get(port, "/favicon.ico"),
+                get(port, "/callback?code=real&state=the-state"),
+            ]
+        })
+        .await
+        .unwrap();
+        assert!(
+            statuses[..3].iter().all(|s| s.contains("400")),
+            "{statuses:?}"
+        );
+        assert!(statuses[3].contains("404"), "{statuses:?}");
+        assert!(statuses[4].contains("200"), "{statuses:?}");
+        let url = waiting.await.unwrap().unwrap();
+        assert_eq!(
+            url,
+            format!("http://127.0.0.1:{port}/callback?code=real&state=the-state")
+        );
+    }
 }

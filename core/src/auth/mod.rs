@@ -28,6 +28,9 @@ use store::{Store, Tokens};
 /// How long before its expiry a token is replaced.
 const REFRESH_AHEAD: Duration = Duration::from_secs(60);
 
+/// The most scopes kept for a server from its challenges.
+const MAX_KEPT_SCOPES: usize = 64;
+
 /// How long the network part of getting a token (discovery, refresh) may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -195,8 +198,16 @@ impl Account {
             return;
         };
         let before = saved.scopes.len();
+        // A server may ask for anything: at most MAX_KEPT_SCOPES of at most 256 bytes are kept.
         for wanted in scope.split_whitespace() {
-            if !saved.scopes.iter().any(|kept| kept == wanted) {
+            if saved.scopes.len() >= MAX_KEPT_SCOPES {
+                tracing::warn!(
+                    server = %self.server,
+                    "it asks for more than {MAX_KEPT_SCOPES} scopes; the rest are not kept"
+                );
+                break;
+            }
+            if wanted.len() <= 256 && !saved.scopes.iter().any(|kept| kept == wanted) {
                 saved.scopes.push(wanted.to_owned());
             }
         }
@@ -277,15 +288,7 @@ impl Account {
         {
             return Ok(Some(token.clone()));
         }
-        let token = tokio::time::timeout(TOKEN_TIMEOUT, self.fetch(&mut live, false))
-            .await
-            .unwrap_or_else(|_| {
-                Err(NoToken::Failed(format!(
-                    "getting a token for `{}` took longer than {} s",
-                    self.server,
-                    TOKEN_TIMEOUT.as_secs()
-                )))
-            })?;
+        let token = self.fetch_within(&mut live, false).await?;
         Ok(Some(token))
     }
 
@@ -298,15 +301,7 @@ impl Account {
         {
             return Ok(token.clone());
         }
-        let token = tokio::time::timeout(TOKEN_TIMEOUT, self.fetch(&mut live, true))
-            .await
-            .unwrap_or_else(|_| {
-                Err(NoToken::Failed(format!(
-                    "refreshing the token of `{}` took longer than {} s",
-                    self.server,
-                    TOKEN_TIMEOUT.as_secs()
-                )))
-            })?;
+        let token = self.fetch_within(&mut live, true).await?;
         live.refreshed_at = Some(Instant::now());
         Ok(token)
     }
@@ -332,6 +327,19 @@ impl Account {
         *lock(&self.waiting) = None;
         self.logged_in
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// [`Account::fetch`] within [`TOKEN_TIMEOUT`].
+    async fn fetch_within(&self, live: &mut Live, force_refresh: bool) -> Result<String, NoToken> {
+        tokio::time::timeout(TOKEN_TIMEOUT, self.fetch(live, force_refresh))
+            .await
+            .unwrap_or_else(|_| {
+                Err(NoToken::Failed(format!(
+                    "getting a token for `{}` took longer than {} s",
+                    self.server,
+                    TOKEN_TIMEOUT.as_secs()
+                )))
+            })
     }
 
     async fn fetch(&self, live: &mut Live, force_refresh: bool) -> Result<String, NoToken> {
@@ -401,15 +409,14 @@ impl Account {
             return Some((None, refreshable));
         };
         let ahead = REFRESH_AHEAD.as_secs().min(lifetime / 2);
-        let renew_at = Instant::now() + Duration::from_secs(left.saturating_sub(ahead));
-        Some((Some(renew_at), refreshable))
+        Some((Some(after(left.saturating_sub(ahead))), refreshable))
     }
 
     /// When the stored token expires, if the server said.
     fn stored_expiry_at(&self) -> Option<Instant> {
         let credentials = self.store.load().ok()??.credentials?;
         let (_, left) = lifetime_left(&credentials)?;
-        Some(Instant::now() + Duration::from_secs(left))
+        Some(after(left))
     }
 
     /// rmcp's manager for the stored credentials, with the stored client (and its secret).
@@ -471,14 +478,22 @@ impl Account {
             .secret()
             .clone();
         keep_secret(&token);
-        let lifetime =
-            oauth2::TokenResponse::expires_in(&response).unwrap_or(Duration::from_secs(3600));
-        live.renew_at =
-            Some(Instant::now() + lifetime.saturating_sub(REFRESH_AHEAD.min(lifetime / 2)));
+        let lifetime = oauth2::TokenResponse::expires_in(&response)
+            .map_or(3600, |lifetime| lifetime.as_secs());
+        live.renew_at = Some(after(lifetime - REFRESH_AHEAD.as_secs().min(lifetime / 2)));
         live.token = Some(token.clone());
         Ok(token)
     }
 }
+
+/// The instant `seconds` from now, capped at a year: an authorization server's `expires_in`
+/// may be any number, and `Instant` arithmetic past its range panics.
+fn after(seconds: u64) -> Instant {
+    Instant::now() + Duration::from_secs(seconds.min(MAX_LIFETIME_SECS))
+}
+
+/// The longest lifetime a token is taken to have (a year).
+const MAX_LIFETIME_SECS: u64 = 365 * 24 * 3600;
 
 /// A stored token's lifetime and what is left of it, in seconds, if the server said.
 fn lifetime_left(credentials: &rmcp::transport::auth::StoredCredentials) -> Option<(u64, u64)> {
@@ -538,6 +553,60 @@ impl Accounts {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// An authorization server may say a token lives for u64::MAX seconds: that is read as a
+    /// year, not a panic; and a server that keeps asking for new scopes gets at most 64 kept.
+    #[test]
+    fn hostile_lifetimes_and_scopes_are_bounded() {
+        let url = "https://h.example/mcp";
+        let settings = ServerConfig {
+            url: Some(url.to_owned()),
+            ..ServerConfig::default()
+        };
+        let account = Account::with_store("s", &settings, Store::memory(url));
+        let response: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(
+            serde_json::json!({"access_token": "a", "token_type": "bearer", "expires_in": u64::MAX}),
+        )
+        .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let credentials = rmcp::transport::auth::StoredCredentials::new(
+            "c".to_owned(),
+            Some(response),
+            vec![],
+            Some(now),
+        );
+        account
+            .store
+            .save(&store::Saved {
+                url: url.to_owned(),
+                credentials: Some(credentials),
+                ..store::Saved::default()
+            })
+            .unwrap();
+        let (renew_at, refreshable) = account.stored_expiry().unwrap();
+        let renew_at = renew_at.unwrap();
+        assert!(!refreshable);
+        assert!(renew_at > Instant::now() + Duration::from_secs(300 * 24 * 3600));
+        assert!(account.stored_expiry_at().is_some());
+
+        for round in 0..100 {
+            let scopes: Vec<String> = (0..10).map(|i| format!("s{round}-{i}")).collect();
+            let challenge = format!(
+                "HTTP 403 from {url}: no (WWW-Authenticate: Bearer error=\"insufficient_scope\", \
+                 scope=\"{} {}\")",
+                scopes.join(" "),
+                "x".repeat(300)
+            );
+            account.note_challenge(&challenge);
+            account.want_challenged_scopes();
+        }
+        let kept = account.store.load().unwrap().unwrap().scopes;
+        assert_eq!(kept.len(), MAX_KEPT_SCOPES);
+        assert!(kept.iter().all(|scope| scope.len() <= 256));
+    }
 
     #[test]
     fn a_quoted_challenge_is_found_whole() {

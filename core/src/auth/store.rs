@@ -174,18 +174,23 @@ impl Store {
 }
 
 fn read(path: &Path) -> Result<Option<Saved>, String> {
+    // Looked at before anything is read: a file too large to be ours is never read whole.
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.len() > MAX_FILE_BYTES => {
+            return Err(format!(
+                "{} is larger than {MAX_FILE_BYTES} bytes: not a credentials file; delete it \
+                 with `runbyte logout`",
+                path.display()
+            ));
+        }
+        _ => {}
+    }
     let text = match crate::config::read_private(path, "credentials file") {
         Ok(Ok(text)) => text,
         Ok(Err(open_to_others)) => return Err(open_to_others),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
     };
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!(
-            "{} is larger than {MAX_FILE_BYTES} bytes: not a credentials file",
-            path.display()
-        ));
-    }
     serde_json::from_str(&text).map(Some).map_err(|error| {
         format!(
             "{} is not a Runbyte credentials file ({error}); delete it with `runbyte logout`",
@@ -321,6 +326,21 @@ mod tests {
         );
         assert!(store.clear().unwrap());
         assert!(!store.clear().unwrap());
+        // A file too large to be one is refused unread, by name, and logout still removes it.
+        let big = std::fs::File::create(&path).unwrap();
+        big.set_len(MAX_FILE_BYTES + 1).unwrap();
+        drop(big);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let error = store.load().err().unwrap();
+        assert!(
+            error.contains("larger than") && error.contains("my%20server"),
+            "{error}"
+        );
+        assert!(store.clear().unwrap());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

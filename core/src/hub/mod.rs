@@ -838,8 +838,12 @@ impl Hub {
                 Err(CallError::Protocol { message, .. }) => crate::auth::is_unauthorized(message),
                 _ => false,
             };
-            let account = slot.account.as_ref().filter(|account| account.uses_oauth());
-            let (true, Some(account)) = (refused, account) else {
+            // Only a refusal asks whether the server uses OAuth (that may read its file).
+            let account = slot
+                .account
+                .as_ref()
+                .filter(|account| refused && account.uses_oauth());
+            let Some(account) = account else {
                 return self.explain_scope(&slot, outcome);
             };
             if let Err(
