@@ -665,19 +665,9 @@ async fn transpile_here(
         _ = tokio::time::sleep_until(deadline) => return Err(Ending::Stopped(ErrorKind::Timeout)),
         _ = cancel.cancelled() => return Err(Ending::Stopped(ErrorKind::Cancelled)),
     };
-    let work = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        transpile::transpile_as(&source, engine::AGENT_MODULE, true)
-    });
+    let work = transpile::transpile_kept(source, permit);
     tokio::select! {
-        done = work => match done {
-            Ok(Ok(program)) => Ok(program),
-            Ok(Err(error)) => Err(refused(error)),
-            Err(error) => Err(refused(ExecError::new(
-                ErrorKind::Syntax,
-                format!("the transpiler failed: {error}"),
-            ))),
-        },
+        done = work => done.map_err(refused),
         _ = tokio::time::sleep_until(deadline) => Err(Ending::Stopped(ErrorKind::Timeout)),
         _ = cancel.cancelled() => Err(Ending::Stopped(ErrorKind::Cancelled)),
     }

@@ -4,7 +4,9 @@
 //! program takes to run. A thread that finished its execution waits here for the next one with
 //! the same stack size, for [`IDLE_FOR`]; at most [`MAX_IDLE`] wait at once.
 //!
-//! Used by thread isolation in the host and by each worker process for its engine.
+//! Used by thread isolation in the host and by each worker process for its engine, and by the
+//! host for transpiling (see `transpile::transpile_kept`), whose threads have a stack of their
+//! own size.
 
 use std::{
     io,

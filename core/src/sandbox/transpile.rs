@@ -112,23 +112,54 @@ pub(crate) fn transpile_as(source: &str, name: &str, entry: bool) -> Result<Tran
     let worker = thread::Builder::new()
         .name("runbyte-transpile".to_owned())
         .stack_size(TRANSPILE_STACK_BYTES)
-        .spawn(move || {
-            catch_unwind(AssertUnwindSafe(|| run(&source, &name, entry))).unwrap_or_else(|panic| {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                Err(syntax(
-                    format!("the transpiler failed on this source: {what}"),
-                    None,
-                ))
-            })
-        })
+        .spawn(move || guarded(&source, &name, entry))
         .map_err(|error| syntax(format!("cannot start the transpiler thread: {error}"), None))?;
     worker.join().unwrap_or_else(|_| {
         Err(syntax(
             "the transpiler failed on this source".to_owned(),
+            None,
+        ))
+    })
+}
+
+/// As [`transpile_as`] for the agent's program, from async code in the host: on a kept thread
+/// with the same stack (see [`super::threads`]), where making one per program (mapping and
+/// releasing its stack) and the blocking-pool hop before it cost more than a small program
+/// takes to transpile. Not for a worker process, whose address space is capped: a kept
+/// transpiler stack would take room from its engine's. `hold` is kept until the work is done,
+/// even if the caller stops waiting.
+pub(crate) async fn transpile_kept(
+    source: String,
+    hold: impl Send + 'static,
+) -> Result<Transpiled, ExecError> {
+    check_shape(&source)?;
+    let (done, answer) = tokio::sync::oneshot::channel();
+    super::threads::run(
+        TRANSPILE_STACK_BYTES,
+        Box::new(move || {
+            let _hold = hold;
+            let _ = done.send(guarded(&source, super::engine::AGENT_MODULE, true));
+        }),
+    )
+    .map_err(|error| syntax(format!("cannot start the transpiler thread: {error}"), None))?;
+    answer.await.unwrap_or_else(|_| {
+        Err(syntax(
+            "the transpiler failed on this source".to_owned(),
+            None,
+        ))
+    })
+}
+
+/// [`run`], with a panic turned into a syntax error.
+fn guarded(source: &str, name: &str, entry: bool) -> Result<Transpiled, ExecError> {
+    catch_unwind(AssertUnwindSafe(|| run(source, name, entry))).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(syntax(
+            format!("the transpiler failed on this source: {what}"),
             None,
         ))
     })
