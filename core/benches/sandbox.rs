@@ -2,7 +2,8 @@
 //!
 //! - a trivial program end to end through `Sandbox::execute`, in a warm worker process and on a
 //!   host thread (the difference is the cost of process isolation);
-//! - one tool call end to end (the bridge answers at once);
+//! - one tool call end to end (the bridge answers at once), and a hundred one after another (the
+//!   per-call cost of the engine and the host, without a downstream server);
 //! - transpiling a 230-line TypeScript program.
 
 #![allow(clippy::unwrap_used)]
@@ -122,6 +123,20 @@ fn one_tool_call_in_worker_process() -> Value {
 #[divan::bench]
 fn one_tool_call_on_host_thread() -> Value {
     execute(ONE_CALL, Isolation::Thread)
+}
+
+const HUNDRED_CALLS: &str = "import { echo } from './servers/demo';\nlet sum = 0;\n\
+     for (let i = 0; i < 100; i++) sum += ((await echo({ n: i })) as { n: number }).n;\n\
+     export default sum;";
+
+#[divan::bench]
+fn hundred_tool_calls_in_worker_process() -> Value {
+    execute(HUNDRED_CALLS, Isolation::Process)
+}
+
+#[divan::bench]
+fn hundred_tool_calls_on_host_thread() -> Value {
+    execute(HUNDRED_CALLS, Isolation::Thread)
 }
 
 /// A 230-line agent program: imports, interfaces, helpers, a loop over tool calls.

@@ -1110,6 +1110,54 @@ mod lifecycle {
         h.still_works(Isolation::Process).await;
     }
 
+    /// Each execution gets an engine of its own, made ahead of it on the thread that runs it,
+    /// and a worker keeps serving from its engine thread while the stack fits: a program that
+    /// changes the built-ins leaves nothing for the next, the stack limit of each execution is
+    /// its own, and a change of stack size moves the worker to a new engine thread and back.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn every_execution_starts_fresh_whatever_its_stack() {
+        let h = Harness::with(SandboxOptions {
+            workers: 1,
+            ..options()
+        });
+        let pollute = "globalThis.leaked = 42; Object.prototype.polluted = 1; \
+                       JSON.stringify = () => 'hijacked'; export default 1;";
+        let look = "export default [typeof leaked, ({} as any).polluted ?? null, \
+                    JSON.stringify({ a: 1 })];";
+        let clean = json!(["undefined", null, "{\"a\":1}"]);
+        // Recursion that fits 8 MiB of QuickJS stack and not 256 KiB.
+        let deep = "function f(n: number): number { return n === 0 ? 0 : 1 + f(n - 1); }\n\
+                    export default f(5000);";
+        for isolation in BOTH {
+            let small = Limits {
+                stack_bytes: 256 << 10,
+                ..limits(isolation)
+            };
+            let large = Limits {
+                stack_bytes: 8 << 20,
+                ..limits(isolation)
+            };
+            for (round, stack) in [&large, &small, &large, &large, &small]
+                .into_iter()
+                .enumerate()
+            {
+                let what = format!("{isolation:?}, round {round}, stack {}", stack.stack_bytes);
+                let outcome = h.run_with(pollute, stack.clone()).await;
+                assert_eq!(outcome.result, Ok(json!(1)), "{what}");
+                let outcome = h.run_with(look, stack.clone()).await;
+                assert_eq!(outcome.result, Ok(clean.clone()), "{what}: {outcome:?}");
+                let outcome = h.run_with(deep, stack.clone()).await;
+                if stack.stack_bytes == large.stack_bytes {
+                    assert_eq!(outcome.result, Ok(json!(5000)), "{what}: {outcome:?}");
+                } else {
+                    let e = error(&outcome, ErrorKind::Stack);
+                    assert!(e.message.contains("(256 KiB)"), "{what}: {e:?}");
+                }
+            }
+            h.still_works(isolation).await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn cancellation_stops_promptly() {
         let h = Harness::new();

@@ -226,6 +226,8 @@ impl EngineThread {
                     flag,
                 );
                 let _ = done.blocking_send(FromEngine::Done { report });
+                // The next execution's engine is made now, off its path.
+                engine::between_runs();
             }),
         )?;
         Ok(EngineThread {

@@ -1,9 +1,9 @@
 //! `runbyte worker`: one engine process. Reads host messages on stdin, writes its own on stdout
-//! (nothing else ever goes to stdout), runs one execution at a time, each on a fresh thread with
-//! the stack its limit asks for. Stdin is read by the thread waiting for a message (the engine's
-//! own during an execution: a tool call's reply wakes it directly), and looked at by a running
-//! program's interrupt handler (see [`PipeInbox`]). Exits when stdin closes, even in the middle
-//! of an execution.
+//! (nothing else ever goes to stdout), runs one execution at a time on a thread with the stack
+//! its limit asks for (kept for the next while that stack fits). Stdin is read by the thread
+//! waiting for a message (the engine thread's own, between executions too: a tool call's reply
+//! and the next execution wake it directly), and looked at by a running program's interrupt
+//! handler (see [`PipeInbox`]). Exits when stdin closes, even in the middle of an execution.
 
 use std::{
     process::ExitCode,
@@ -12,10 +12,11 @@ use std::{
 };
 
 use super::{
+    Determinism,
     engine::{self, Link, ModuleCache, ModuleSource, PipeInbox},
     host::ENGINE_STACK_MARGIN,
-    protocol::{FromEngine, PROTOCOL_VERSION, Program, Report, ToEngine},
-    transpile,
+    protocol::{EngineLimits, FromEngine, PROTOCOL_VERSION, Program, Report, ToEngine},
+    transpile::{self, Transpiled},
 };
 
 /// The memory a worker may use beyond the QuickJS heap and the stacks, above what it had when
@@ -73,11 +74,17 @@ fn page_size() -> usize {
 fn limit_memory(_extra: usize) {}
 
 /// The body of `runbyte worker`.
+///
+/// The messages are read by the thread that runs the engine: once an execution has started an
+/// engine thread with the stack its limits ask for, that thread reads the next messages too and
+/// runs the next execution itself while the stack it needs stays the same, so that neither the
+/// start of an execution nor its report waits for another thread to wake. The main thread takes
+/// over again only when an execution needs another stack.
 pub fn worker_main() -> ExitCode {
     limit_memory(TRANSPILE_MEMORY_BYTES);
     let cancel = Arc::new(AtomicBool::new(false));
     // Stdin is read by whichever thread waits for a message: the engine's own while it runs.
-    let mut link = Link::from_pipe(PipeInbox::new(
+    let link = Link::from_pipe(PipeInbox::new(
         libc::STDIN_FILENO,
         libc::STDOUT_FILENO,
         cancel.clone(),
@@ -85,29 +92,110 @@ pub fn worker_main() -> ExitCode {
     link.send(FromEngine::Ready {
         version: PROTOCOL_VERSION,
     });
-    let cache = Arc::new(Mutex::new(ModuleCache::default()));
+    let mut worker = Worker {
+        link,
+        cache: Arc::new(Mutex::new(ModuleCache::default())),
+        cancel,
+    };
+    let mut next = worker.serve(None);
     loop {
-        let message = match link.next(Duration::from_secs(3600)) {
-            Ok(message) => message,
-            Err(true) => return ExitCode::SUCCESS,
-            Err(false) => continue,
+        let Next::Run(run) = next else {
+            return ExitCode::SUCCESS;
         };
-        // Replies that arrive after their execution ended are dropped here.
-        let (program, mut limits, determinism, generation) = match message {
-            ToEngine::Run {
-                program,
-                limits,
-                determinism,
-                generation,
-            } => (program, limits, determinism, generation),
-            ToEngine::Transpile { id, source } => {
-                limit_memory(TRANSPILE_MEMORY_BYTES);
-                let result = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
-                link.send(FromEngine::Transpiled { id, result });
-                continue;
+        let stack = run.stack();
+        let (ended, end) = std::sync::mpsc::channel();
+        let started = super::threads::run_alone(
+            stack,
+            Box::new(move || {
+                let mut worker = worker;
+                worker.execute(run);
+                let next = worker.serve(Some(stack));
+                let _ = ended.send((worker, next));
+            }),
+        );
+        if started.is_err() {
+            return ExitCode::FAILURE;
+        }
+        (worker, next) = match end.recv() {
+            Ok(back) => back,
+            Err(_) => return ExitCode::FAILURE,
+        };
+    }
+}
+
+/// What a worker holds between messages.
+struct Worker {
+    link: Link,
+    cache: Arc<Mutex<ModuleCache>>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// An execution ready for an engine: transpiled, its memory limit set.
+struct Run {
+    program: Transpiled,
+    limits: EngineLimits,
+    determinism: Determinism,
+}
+
+impl Run {
+    /// The engine thread's stack: the QuickJS limit plus margin.
+    fn stack(&self) -> usize {
+        self.limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN)
+    }
+}
+
+/// Why [`Worker::serve`] returned.
+enum Next {
+    /// The host is gone.
+    Exit,
+    /// An execution that needs an engine thread with another stack.
+    Run(Run),
+}
+
+impl Worker {
+    /// Answers messages until the host goes away or an execution needs a stack other than
+    /// `stack` (the current thread's, when it is an engine thread). An execution that fits runs
+    /// here.
+    fn serve(&mut self, stack: Option<usize>) -> Next {
+        loop {
+            let message = match self.link.next(Duration::from_secs(3600)) {
+                Ok(message) => message,
+                Err(true) => return Next::Exit,
+                Err(false) => continue,
+            };
+            // Replies that arrive after their execution ended are dropped here.
+            let run = match message {
+                ToEngine::Run {
+                    program,
+                    limits,
+                    determinism,
+                    generation,
+                } => self.prepare(program, limits, determinism, generation),
+                ToEngine::Transpile { id, source } => {
+                    limit_memory(TRANSPILE_MEMORY_BYTES);
+                    let result = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
+                    self.link.send(FromEngine::Transpiled { id, result });
+                    continue;
+                }
+                _ => continue,
+            };
+            let Some(run) = run else { continue };
+            if stack != Some(run.stack()) {
+                return Next::Run(run);
             }
-            _ => continue,
-        };
+            self.execute(run);
+        }
+    }
+
+    /// Sets the memory limit for an execution and transpiles its source if need be; `None` when
+    /// the source did not transpile (its report is sent).
+    fn prepare(
+        &mut self,
+        program: Program,
+        mut limits: EngineLimits,
+        determinism: Determinism,
+        generation: u64,
+    ) -> Option<Run> {
         limit_memory(
             limits
                 .memory_bytes
@@ -131,12 +219,12 @@ pub fn worker_main() -> ExitCode {
                         // A small source cannot make the transpiler run away (the scan bounds
                         // it), and the host counts it as started already: one message fewer.
                         if !small {
-                            link.send(FromEngine::Started);
+                            self.link.send(FromEngine::Started);
                         }
                         program
                     }
                     Err(error) => {
-                        link.send(FromEngine::Done {
+                        self.link.send(FromEngine::Done {
                             report: Report {
                                 result: Err(error),
                                 calls: 0,
@@ -144,40 +232,43 @@ pub fn worker_main() -> ExitCode {
                                 logs_dropped: 0,
                             },
                         });
-                        continue;
+                        return None;
                     }
                 }
             }
         };
-        if let Ok(mut cache) = cache.lock() {
+        if let Ok(mut cache) = self.cache.lock() {
             cache.refresh(generation);
         }
-        let modules = ModuleSource::Remote(cache.clone());
-        let cancel = cancel.clone();
-        let stack = limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN);
-        let (ended, end) = std::sync::mpsc::channel();
-        let started = super::threads::run_alone(
-            stack,
-            Box::new(move || {
-                let _ = ended.send(engine::run(
-                    &program,
-                    limits,
-                    determinism,
-                    link,
-                    modules,
-                    cancel,
-                ));
-            }),
+        Some(Run {
+            program,
+            limits,
+            determinism,
+        })
+    }
+
+    /// Runs one execution on this thread (an engine thread with the stack it needs) and sends
+    /// its report; then makes the next execution's engine, before reading the next message.
+    fn execute(&mut self, run: Run) {
+        let Run {
+            program,
+            limits,
+            determinism,
+        } = run;
+        let modules = ModuleSource::Remote(self.cache.clone());
+        // The link goes to the engine for the execution and comes back with its report.
+        let (_, nowhere) = std::sync::mpsc::channel();
+        let link = std::mem::replace(&mut self.link, Link::new(Box::new(|_| {}), nowhere));
+        let (report, link) = engine::run(
+            &program,
+            limits,
+            determinism,
+            link,
+            modules,
+            self.cancel.clone(),
         );
-        if started.is_err() {
-            return ExitCode::FAILURE;
-        }
-        match end.recv() {
-            Ok((report, back)) => {
-                back.send(FromEngine::Done { report });
-                link = back;
-            }
-            Err(_) => return ExitCode::FAILURE,
-        }
+        link.send(FromEngine::Done { report });
+        self.link = link;
+        engine::between_runs();
     }
 }

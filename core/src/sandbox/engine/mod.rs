@@ -546,15 +546,10 @@ pub(crate) fn run(
         failed_calls: shared.failed_calls.get(),
         logs_dropped: shared.logs_dropped.get(),
     };
-    // Every other holder (closures, loader, userdata) went with the runtime.
-    let link = match Rc::try_unwrap(shared) {
-        Ok(shared) => shared.link.into_inner(),
-        Err(shared) => {
-            // Unreachable in practice; keep the process usable by swapping the link out.
-            let (_, rx) = std::sync::mpsc::channel();
-            shared.link.replace(Link::new(Box::new(|_| {}), rx))
-        }
-    };
+    // The runtime left for `between_runs` (its functions, its loader) still holds `shared`:
+    // the link is swapped out for one that goes nowhere.
+    let (_, nowhere) = std::sync::mpsc::channel();
+    let link = shared.link.replace(Link::new(Box::new(|_| {}), nowhere));
     (report, link)
 }
 
@@ -580,9 +575,48 @@ type Intrinsics = (
     intrinsic::WeakRef,
 );
 
+/// A fresh runtime and context, made while the thread had nothing to run; and the last
+/// execution's, left for the thread to free once its report is out.
+struct Engines {
+    spare: Option<(Context, Runtime)>,
+    used: Option<(Context, Runtime)>,
+}
+
+thread_local! {
+    static ENGINES: RefCell<Engines> = const { RefCell::new(Engines { spare: None, used: None }) };
+}
+
+/// A runtime and a context with the intrinsics and nothing else: no program has run in it, no
+/// limit, handler, loader or global of an execution is set.
+fn fresh_engine() -> rquickjs::Result<(Context, Runtime)> {
+    let runtime = Runtime::new()?;
+    let context = Context::custom::<Intrinsics>(&runtime)?;
+    Ok((context, runtime))
+}
+
+/// Between two executions on this thread, after the first's report went out: frees what it
+/// left and makes the next one's runtime and context, so that neither is on an execution's
+/// path (together they were most of a small program's time in the engine). Each execution
+/// still gets a runtime of its own, untouched until then.
+pub(crate) fn between_runs() {
+    let used = ENGINES.with_borrow_mut(|engines| engines.used.take());
+    drop(used);
+    let spare = ENGINES.with_borrow(|engines| engines.spare.is_some());
+    if !spare && let Ok(engine) = fresh_engine() {
+        ENGINES.with_borrow_mut(|engines| engines.spare = Some(engine));
+    }
+}
+
 fn execute(shared: &Rc<Shared>, program: &Transpiled) -> Result<Json, ExecError> {
-    let runtime = Runtime::new()
-        .map_err(|e| plain(ErrorKind::Memory, format!("cannot start QuickJS: {e}")))?;
+    // What an earlier execution left, if `between_runs` was not called since, goes first.
+    let (used, spare) =
+        ENGINES.with_borrow_mut(|engines| (engines.used.take(), engines.spare.take()));
+    drop(used);
+    let (context, runtime) = match spare {
+        Some(engine) => engine,
+        None => fresh_engine()
+            .map_err(|e| plain(ErrorKind::Memory, format!("cannot start QuickJS: {e}")))?,
+    };
     runtime.set_max_stack_size(shared.limits.stack_bytes);
     let (deadline, cancel) = (shared.deadline, shared.cancel.clone());
     let (link, mut looked) = (Rc::downgrade(shared), Instant::now());
@@ -604,8 +638,6 @@ fn execute(shared: &Rc<Shared>, program: &Transpiled) -> Result<Json, ExecError>
         loader::VfsResolver(shared.clone()),
         loader::VfsLoader(shared.clone()),
     );
-    let context = Context::custom::<Intrinsics>(&runtime)
-        .map_err(|e| plain(ErrorKind::Memory, format!("cannot start QuickJS: {e}")))?;
     let result = context.with(|ctx| {
         let result = evaluate(&ctx, shared, program);
         shared.clear_js();
@@ -614,8 +646,9 @@ fn execute(shared: &Rc<Shared>, program: &Transpiled) -> Result<Json, ExecError>
         ffi::set_memory_limit(&ctx, 0);
         result
     });
-    drop(context);
-    drop(runtime);
+    // Freed by `between_runs`, once the report is out. Until then its functions and loader
+    // keep `shared`, whose link `run` takes back first.
+    ENGINES.with_borrow_mut(|engines| engines.used = Some((context, runtime)));
     result
 }
 
