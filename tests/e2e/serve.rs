@@ -104,3 +104,86 @@ async fn downstream_servers_do_not_outlive_a_killed_runbyte() {
     );
     drop(client);
 }
+
+/// The client's stdin is read without a thread in between: a request written in pieces is
+/// read whole, a blank line is skipped, a line over `max-line-bytes` is dropped (the log names
+/// its length and the cap) and the requests around it are answered in order; closing stdin ends
+/// the server.
+#[tokio::test]
+async fn stdin_requests_in_pieces_and_over_the_cap() {
+    use std::process::Stdio;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    let dir = TempDir::new("serve-stdin");
+    dir.write(
+        "runbyte.toml",
+        &config_with("[transports.stdio]\nmax-line-bytes = 8192\n"),
+    );
+    let mut child = Command::new(runbyte())
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("RUNBYTE_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    // In three writes, apart in time.
+    let (a, rest) = initialize.split_at(20);
+    let (b, c) = rest.split_at(40);
+    for piece in [a, b, c, "\n"] {
+        stdin.write_all(piece.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    }
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        answer.contains(r#""id":1"#) && answer.contains("runbyte"),
+        "{answer}"
+    );
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(10_000)
+    );
+    let after = r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+    stdin
+        .write_all(format!("\n{long}\n   \n{after}\n").as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        answer.contains(r#""id":3"#),
+        "the line after the long one: {answer}"
+    );
+    drop(stdin);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("runbyte serve exits when its stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .await
+        .unwrap();
+    assert!(
+        log.contains("dropped a 10060-byte line from stdin: longer than the 8192-byte cap"),
+        "{log}"
+    );
+}

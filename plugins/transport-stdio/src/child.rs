@@ -402,7 +402,14 @@ fn drain_stderr(stderr: std::process::ChildStderr, name: &str, tail: &Tail) {
                 LogLevel::Info,
                 &format!("[{name}] ({length} bytes on one stderr line)"),
             ),
-            Line::Eof | Line::Failed(_) => return,
+            Line::Eof => return,
+            Line::Failed(error) => {
+                log(
+                    LogLevel::Debug,
+                    &format!("[{name}] reading stderr failed: {error}"),
+                );
+                return;
+            }
         }
     }
 }

@@ -7,6 +7,8 @@
 //!   in length, and closing ends the whole process group: stdin closed, then SIGTERM, then
 //!   SIGKILL (npx and uvx start grandchildren).
 //! - The **listener** serves one upstream client over this process's own stdin and stdout.
+//!   Stdin is read straight from `recv`, and offered to the host's event loop (`readable_fd`):
+//!   a request reaches the runtime without a reader thread handing it over.
 //!
 //! Configuration (`[transports.stdio]`, all optional): `inherit-env` (more variable names to
 //! pass through), `max-line-bytes` (default 64 MiB), `stop-grace-ms` (default 1000: how long a

@@ -1,14 +1,15 @@
 //! The listener: one upstream client over this process's own stdin and stdout.
 
 use std::{
-    io::{BufReader, Write},
+    fs::File,
+    io::Write,
+    os::fd::FromRawFd,
     sync::{
         Mutex,
         atomic::{AtomicBool, Ordering},
-        mpsc::{self, Receiver, RecvTimeoutError},
     },
     thread,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use runbyte_plugin_api::{
@@ -16,7 +17,7 @@ use runbyte_plugin_api::{
     transport::{Accepted, Listener, Pump, Received},
 };
 
-use crate::lines::{Line, read_line};
+use crate::stdout::{Next, Stdout};
 
 pub(crate) struct StdioListener {
     taken: AtomicBool,
@@ -60,42 +61,43 @@ impl Listener for StdioListener {
     }
 }
 
+/// The client's messages are read from stdin straight from `recv` (see [`Stdout`]), and the
+/// host waits on stdin in its own event loop: no thread hands them over.
 struct StdioPump {
-    lines: Mutex<Receiver<Received>>,
+    /// A duplicate of stdin, closed with the pump; stdin itself stays open.
+    input: Mutex<Stdout<File>>,
+    fd: i32,
     out: Mutex<std::io::Stdout>,
     ended: Mutex<Option<String>>,
+    max_line: usize,
 }
 
 impl StdioPump {
     fn start(max_line: usize) -> Result<Self, String> {
-        let (sender, lines) = mpsc::channel();
-        thread::Builder::new()
-            .name("stdio-listener".to_owned())
-            .spawn(move || {
-                let mut stdin = BufReader::new(std::io::stdin());
-                loop {
-                    let event = match read_line(&mut stdin, max_line) {
-                        Line::Text(line) if line.trim().is_empty() => continue,
-                        Line::Text(line) => Received::Message(line),
-                        Line::TooLong(length) => {
-                            log(LogLevel::Error, &format!("dropped a {length}-byte line from stdin: longer than the {max_line}-byte cap"));
-                            continue;
-                        }
-                        Line::Eof => Received::Closed("stdin closed".to_owned()),
-                        Line::Failed(e) => Received::Closed(format!("reading stdin failed: {e}")),
-                    };
-                    let last = matches!(event, Received::Closed(_));
-                    if sender.send(event).is_err() || last {
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start the stdin thread: {e}"))?;
+        // SAFETY: dup(2) of this process's stdin; the new descriptor is owned by the `File`.
+        let fd = unsafe { libc::dup(libc::STDIN_FILENO) };
+        if fd < 0 {
+            return Err(format!(
+                "cannot read stdin: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: `fd` was just opened above and nothing else owns it.
+        let input = unsafe { File::from_raw_fd(fd) };
         Ok(StdioPump {
-            lines: Mutex::new(lines),
+            input: Mutex::new(Stdout::new(input, max_line)),
+            fd,
             out: Mutex::new(std::io::stdout()),
             ended: Mutex::new(None),
+            max_line,
         })
+    }
+
+    fn end(&self, reason: String) -> Received {
+        if let Ok(mut ended) = self.ended.lock() {
+            ended.get_or_insert(reason.clone());
+        }
+        Received::Closed(reason)
     }
 }
 
@@ -118,19 +120,25 @@ impl Pump for StdioPump {
         {
             return Received::Closed(reason);
         }
-        let Ok(lines) = self.lines.lock() else {
+        let Ok(mut input) = self.input.lock() else {
             return Received::Closed("poisoned".to_owned());
         };
-        match lines.recv_timeout(timeout) {
-            Ok(Received::Closed(reason)) => {
-                if let Ok(mut ended) = self.ended.lock() {
-                    *ended = Some(reason.clone());
-                }
-                Received::Closed(reason)
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match input.next(left) {
+                Next::Line(line) => return Received::Message(line),
+                Next::Timeout => return Received::Timeout,
+                Next::TooLong(skipped) => log(
+                    LogLevel::Error,
+                    &format!(
+                        "dropped a {}-byte line from stdin: longer than the {}-byte cap",
+                        skipped.length, self.max_line
+                    ),
+                ),
+                Next::Eof => return self.end("stdin closed".to_owned()),
+                Next::Failed(e) => return self.end(format!("reading stdin failed: {e}")),
             }
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => Received::Timeout,
-            Err(RecvTimeoutError::Disconnected) => Received::Closed("stdin closed".to_owned()),
         }
     }
 
@@ -138,5 +146,9 @@ impl Pump for StdioPump {
         if let Ok(mut ended) = self.ended.lock() {
             ended.get_or_insert_with(|| "closed".to_owned());
         }
+    }
+
+    fn readable_fd(&self) -> Option<i32> {
+        Some(self.fd)
     }
 }

@@ -1,6 +1,6 @@
-//! Reading a child's stdout straight from `recv`: poll(2) for the time the host allows, then
-//! read, with lines capped in length. No thread in between, so a message costs the host no
-//! hand-over from one thread to another.
+//! Reading a child's stdout (or this process's own stdin, for the listener) straight from
+//! `recv`: poll(2) for the time the host allows, then read, with lines capped in length. No
+//! thread in between, so a message costs the host no hand-over from one thread to another.
 //!
 //! Reading is linear in the size of a message: the search for the newline resumes where it
 //! stopped, reads go straight into the buffer, and the buffer is compacted only when what was
@@ -34,8 +34,8 @@ pub(crate) enum Next {
 const MIN_READ: usize = 64 * 1024;
 const MAX_READ: usize = 1 << 20;
 
-pub(crate) struct Stdout {
-    pipe: ChildStdout,
+pub(crate) struct Stdout<P = ChildStdout> {
+    pipe: P,
     /// What was read, in `buffer[..end]`; past `end`, room for the next read (zeroed once, when
     /// it grew, not before every read).
     buffer: Vec<u8>,
@@ -49,8 +49,8 @@ pub(crate) struct Stdout {
     max: usize,
 }
 
-impl Stdout {
-    pub(crate) fn new(pipe: ChildStdout, max: usize) -> Self {
+impl<P: Read + AsRawFd> Stdout<P> {
+    pub(crate) fn new(pipe: P, max: usize) -> Self {
         Stdout {
             pipe,
             buffer: Vec::new(),
