@@ -168,6 +168,39 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
         answer.contains(r#""id":3"#),
         "the line after the long one: {answer}"
     );
+    // Answers the client does not read for a while, over what the pipe holds: large ones wait
+    // in order for a helper thread, small ones after them wait too; all arrive whole.
+    let mut batch = String::new();
+    for id in 10..50 {
+        if id % 2 == 0 {
+            batch.push_str(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"execute_code","arguments":{{"code":"export default 'x'.repeat(9000) + '{id}';"}}}}}}"#
+            ));
+        } else {
+            batch.push_str(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+        }
+        batch.push('\n');
+    }
+    stdin.write_all(batch.as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 40 {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(20), stdout.next_line())
+            .await
+            .expect("every answer arrives")
+            .unwrap()
+            .unwrap();
+        let answer: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!("a whole JSON line ({e}): {}", &line[..line.len().min(200)])
+        });
+        let id = answer["id"].as_u64().unwrap();
+        if id % 2 == 0 {
+            let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains(&format!("{}{id}", "x".repeat(9000))), "{id}");
+        }
+        assert!(seen.insert(id), "answered twice: {id}");
+    }
     drop(stdin);
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
         .await

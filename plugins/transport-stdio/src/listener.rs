@@ -1,11 +1,12 @@
 //! The listener: one upstream client over this process's own stdin and stdout.
 
 use std::{
+    collections::VecDeque,
     fs::File,
     io::Write,
-    os::fd::FromRawFd,
+    os::fd::{AsRawFd, FromRawFd},
     sync::{
-        Mutex,
+        Arc, Condvar, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     thread,
@@ -67,7 +68,7 @@ struct StdioPump {
     /// A duplicate of stdin, closed with the pump; stdin itself stays open.
     input: Mutex<Stdout<File>>,
     fd: i32,
-    out: Mutex<std::io::Stdout>,
+    out: Output,
     ended: Mutex<Option<String>>,
     max_line: usize,
 }
@@ -87,7 +88,7 @@ impl StdioPump {
         Ok(StdioPump {
             input: Mutex::new(Stdout::new(input, max_line)),
             fd,
-            out: Mutex::new(std::io::stdout()),
+            out: Output::new()?,
             ended: Mutex::new(None),
             max_line,
         })
@@ -103,15 +104,7 @@ impl StdioPump {
 
 impl Pump for StdioPump {
     fn send(&self, message: &str) -> Result<(), String> {
-        let out = self
-            .out
-            .lock()
-            .map_err(|_| "stdout lock poisoned".to_owned())?;
-        let mut out = out.lock();
-        out.write_all(message.as_bytes())
-            .and_then(|()| out.write_all(b"\n"))
-            .and_then(|()| out.flush())
-            .map_err(|e| format!("cannot write to stdout: {e}"))
+        self.out.send(message)
     }
 
     fn recv(&self, timeout: Duration) -> Received {
@@ -146,9 +139,159 @@ impl Pump for StdioPump {
         if let Ok(mut ended) = self.ended.lock() {
             ended.get_or_insert_with(|| "closed".to_owned());
         }
+        self.out.close();
     }
 
     fn readable_fd(&self) -> Option<i32> {
         Some(self.fd)
     }
+
+    fn sends_without_blocking(&self) -> bool {
+        true
+    }
+}
+
+/// The most a pipe takes in one write without splitting it (`PIPE_BUF`), and what a pipe that
+/// polls writable has room for.
+const ATOMIC_WRITE: usize = 4096;
+
+/// The client's stdout, written without making the caller wait: a message of at most
+/// [`ATOMIC_WRITE`] bytes goes out at once when stdout has room and nothing is queued before it
+/// (the common answer: the host sends it from its own task, with no writer thread woken); any
+/// other waits, in order, for a helper thread that writes it out as the client reads. Stdout
+/// stays blocking (`O_NONBLOCK` would change a terminal it shares with the shell).
+struct Output {
+    shared: Arc<(Mutex<Outgoing>, Condvar)>,
+}
+
+struct Outgoing {
+    /// A duplicate of stdout.
+    out: File,
+    /// Lines waiting for the helper.
+    backlog: VecDeque<Vec<u8>>,
+    /// The helper is writing a line now.
+    writing: bool,
+    helper: bool,
+    closed: bool,
+    failed: Option<String>,
+}
+
+fn lock(mutex: &Mutex<Outgoing>) -> std::sync::MutexGuard<'_, Outgoing> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Output {
+    fn new() -> Result<Self, String> {
+        // SAFETY: dup(2) of this process's stdout; the new descriptor is owned by the `File`.
+        let fd = unsafe { libc::dup(libc::STDOUT_FILENO) };
+        if fd < 0 {
+            return Err(format!(
+                "cannot write stdout: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: `fd` was just opened above and nothing else owns it.
+        let out = unsafe { File::from_raw_fd(fd) };
+        let outgoing = Outgoing {
+            out,
+            backlog: VecDeque::new(),
+            writing: false,
+            helper: false,
+            closed: false,
+            failed: None,
+        };
+        Ok(Output {
+            shared: Arc::new((Mutex::new(outgoing), Condvar::new())),
+        })
+    }
+
+    fn send(&self, message: &str) -> Result<(), String> {
+        let mut line = Vec::with_capacity(message.len() + 1);
+        line.extend_from_slice(message.as_bytes());
+        line.push(b'\n');
+        let (mutex, wake) = &*self.shared;
+        let mut state = lock(mutex);
+        if let Some(failed) = &state.failed {
+            return Err(failed.clone());
+        }
+        if state.backlog.is_empty()
+            && !state.writing
+            && line.len() <= ATOMIC_WRITE
+            && writable_now(state.out.as_raw_fd())
+        {
+            return state.out.write_all(&line).map_err(|e| {
+                let failed = format!("cannot write to stdout: {e}");
+                state.failed = Some(failed.clone());
+                failed
+            });
+        }
+        state.backlog.push_back(line);
+        if !state.helper {
+            let shared = self.shared.clone();
+            thread::Builder::new()
+                .name("stdio-stdout".to_owned())
+                .spawn(move || write_out(&shared))
+                .map_err(|e| format!("cannot start the stdout thread: {e}"))?;
+            state.helper = true;
+        }
+        wake.notify_one();
+        Ok(())
+    }
+
+    /// Lets the helper end once the lines queued are written.
+    fn close(&self) {
+        let (mutex, wake) = &*self.shared;
+        lock(mutex).closed = true;
+        wake.notify_one();
+    }
+}
+
+/// The helper: writes the queued lines in order, each with stdout blocking as long as the
+/// client does not read.
+fn write_out(shared: &(Mutex<Outgoing>, Condvar)) {
+    let (mutex, wake) = shared;
+    let mut state = lock(mutex);
+    loop {
+        let Some(line) = state.backlog.pop_front() else {
+            if state.closed || state.failed.is_some() {
+                return;
+            }
+            state = wake
+                .wait(state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            continue;
+        };
+        let mut out = match state.out.try_clone() {
+            Ok(out) => out,
+            Err(e) => {
+                state.failed = Some(format!("cannot write to stdout: {e}"));
+                return;
+            }
+        };
+        state.writing = true;
+        drop(state);
+        let written = out.write_all(&line);
+        drop(out);
+        state = lock(mutex);
+        state.writing = false;
+        if let Err(e) = written {
+            state.failed = Some(format!("cannot write to stdout: {e}"));
+            state.backlog.clear();
+            return;
+        }
+    }
+}
+
+/// Whether `fd` has room for a write now (a pipe: a free page, at least [`ATOMIC_WRITE`]).
+fn writable_now(fd: i32) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for a descriptor the caller owns, for the call only.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready == 1 && poll.revents & libc::POLLOUT != 0 && poll.revents & libc::POLLERR == 0
 }
