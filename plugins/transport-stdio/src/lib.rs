@@ -8,7 +8,9 @@
 //!   SIGKILL (npx and uvx start grandchildren).
 //! - The **listener** serves one upstream client over this process's own stdin and stdout.
 //!   Stdin is read straight from `recv`, and offered to the host's event loop (`readable_fd`):
-//!   a request reaches the runtime without a reader thread handing it over.
+//!   a request reaches the runtime without a reader thread handing it over. An answer of up to
+//!   4 KiB is written at once when stdout has room and nothing waits before it; others wait, in
+//!   order, for a helper thread (`sends_without_blocking`).
 //!
 //! Configuration (`[transports.stdio]`, all optional): `inherit-env` (more variable names to
 //! pass through), `max-line-bytes` (default 64 MiB), `stop-grace-ms` (default 1000: how long a
