@@ -195,7 +195,7 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
             panic!("a whole JSON line ({e}): {}", &line[..line.len().min(200)])
         });
         let id = answer["id"].as_u64().unwrap();
-        if id % 2 == 0 {
+        if id.is_multiple_of(2) {
             let text = answer["result"]["content"][0]["text"].as_str().unwrap();
             assert!(text.contains(&format!("{}{id}", "x".repeat(9000))), "{id}");
         }
