@@ -140,11 +140,7 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
         stdin.flush().await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
     }
-    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), stdout.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let answer = next_answer(&mut stdout).await;
     assert!(
         answer.contains(r#""id":1"#) && answer.contains("runbyte"),
         "{answer}"
@@ -159,11 +155,7 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
         .await
         .unwrap();
     stdin.flush().await.unwrap();
-    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), stdout.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let answer = next_answer(&mut stdout).await;
     assert!(
         answer.contains(r#""id":3"#),
         "the line after the long one: {answer}"
@@ -186,11 +178,7 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let mut seen = std::collections::BTreeSet::new();
     while seen.len() < 40 {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(20), stdout.next_line())
-            .await
-            .expect("every answer arrives")
-            .unwrap()
-            .unwrap();
+        let line = next_answer(&mut stdout).await;
         let answer: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
             panic!("a whole JSON line ({e}): {}", &line[..line.len().min(200)])
         });
@@ -219,4 +207,15 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
         log.contains("dropped a 10060-byte line from stdin: longer than the 8192-byte cap"),
         "{log}"
     );
+}
+
+/// The next line `runbyte serve` writes, within 20 s.
+async fn next_answer(
+    stdout: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) -> String {
+    tokio::time::timeout(std::time::Duration::from_secs(20), stdout.next_line())
+        .await
+        .expect("an answer within 20 s")
+        .unwrap()
+        .expect("stdout still open")
 }

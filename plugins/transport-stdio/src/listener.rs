@@ -75,16 +75,8 @@ struct StdioPump {
 
 impl StdioPump {
     fn start(max_line: usize) -> Result<Self, String> {
-        // SAFETY: dup(2) of this process's stdin; the new descriptor is owned by the `File`.
-        let fd = unsafe { libc::dup(libc::STDIN_FILENO) };
-        if fd < 0 {
-            return Err(format!(
-                "cannot read stdin: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: `fd` was just opened above and nothing else owns it.
-        let input = unsafe { File::from_raw_fd(fd) };
+        let input = duplicate(libc::STDIN_FILENO, "stdin")?;
+        let fd = input.as_raw_fd();
         Ok(StdioPump {
             input: Mutex::new(Stdout::new(input, max_line)),
             fd,
@@ -151,6 +143,23 @@ impl Pump for StdioPump {
     }
 }
 
+/// The most answers a client may leave unread on stdout before its session ends: 64 MiB.
+const MAX_BACKLOG: usize = 64 << 20;
+
+/// A descriptor of its own for this process's `fd`, closed with the `File`; `fd` stays open.
+fn duplicate(fd: i32, name: &str) -> Result<File, String> {
+    // SAFETY: dup(2) of a standard descriptor; the new one is owned by the `File` below.
+    let copy = unsafe { libc::dup(fd) };
+    if copy < 0 {
+        return Err(format!(
+            "cannot use {name}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: `copy` was just opened above and nothing else owns it.
+    Ok(unsafe { File::from_raw_fd(copy) })
+}
+
 /// The most a pipe takes in one write without splitting it (`PIPE_BUF`), and what a pipe that
 /// polls writable has room for.
 const ATOMIC_WRITE: usize = 4096;
@@ -167,8 +176,9 @@ struct Output {
 struct Outgoing {
     /// A duplicate of stdout.
     out: File,
-    /// Lines waiting for the helper.
+    /// Lines waiting for the helper, and their bytes.
     backlog: VecDeque<Vec<u8>>,
+    queued: usize,
     /// The helper is writing a line now.
     writing: bool,
     helper: bool,
@@ -184,27 +194,23 @@ fn lock(mutex: &Mutex<Outgoing>) -> std::sync::MutexGuard<'_, Outgoing> {
 
 impl Output {
     fn new() -> Result<Self, String> {
-        // SAFETY: dup(2) of this process's stdout; the new descriptor is owned by the `File`.
-        let fd = unsafe { libc::dup(libc::STDOUT_FILENO) };
-        if fd < 0 {
-            return Err(format!(
-                "cannot write stdout: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: `fd` was just opened above and nothing else owns it.
-        let out = unsafe { File::from_raw_fd(fd) };
+        Ok(Output::over(duplicate(libc::STDOUT_FILENO, "stdout")?))
+    }
+
+    /// Writing to `out` (stdout, or a test's pipe).
+    fn over(out: File) -> Self {
         let outgoing = Outgoing {
             out,
             backlog: VecDeque::new(),
+            queued: 0,
             writing: false,
             helper: false,
             closed: false,
             failed: None,
         };
-        Ok(Output {
+        Output {
             shared: Arc::new((Mutex::new(outgoing), Condvar::new())),
-        })
+        }
     }
 
     fn send(&self, message: &str) -> Result<(), String> {
@@ -227,6 +233,20 @@ impl Output {
                 failed
             });
         }
+        if state.queued + line.len() > MAX_BACKLOG {
+            // A client that leaves this much unread is not reading: its session ends, and
+            // Runbyte does not hold its answers without bound.
+            let failed = format!(
+                "the client has left {} of answers unread on stdout (at most {} MiB wait)",
+                state.queued,
+                MAX_BACKLOG >> 20
+            );
+            state.failed = Some(failed.clone());
+            state.backlog.clear();
+            state.queued = 0;
+            return Err(failed);
+        }
+        state.queued += line.len();
         state.backlog.push_back(line);
         if !state.helper {
             let shared = self.shared.clone();
@@ -254,7 +274,11 @@ fn write_out(shared: &(Mutex<Outgoing>, Condvar)) {
     let (mutex, wake) = shared;
     let mut state = lock(mutex);
     loop {
-        let Some(line) = state.backlog.pop_front() else {
+        let Some(line) = state
+            .backlog
+            .pop_front()
+            .inspect(|line| state.queued -= line.len())
+        else {
             if state.closed || state.failed.is_some() {
                 return;
             }
@@ -279,6 +303,7 @@ fn write_out(shared: &(Mutex<Outgoing>, Condvar)) {
         if let Err(e) = written {
             state.failed = Some(format!("cannot write to stdout: {e}"));
             state.backlog.clear();
+            state.queued = 0;
             return;
         }
     }
@@ -294,4 +319,59 @@ fn writable_now(fd: i32) -> bool {
     // SAFETY: one valid pollfd for a descriptor the caller owns, for the call only.
     let ready = unsafe { libc::poll(&mut poll, 1, 0) };
     ready == 1 && poll.revents & libc::POLLOUT != 0 && poll.revents & libc::POLLERR == 0
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::Read;
+
+    use super::*;
+
+    fn pipe() -> (File, File) {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills two descriptors, each owned by one `File` below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both were just opened and are owned by nothing else.
+        unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
+    }
+
+    /// Small answers go out in order behind large ones; a client that reads nothing ends its
+    /// session once 64 MiB wait, instead of Runbyte holding answers without bound.
+    #[test]
+    fn answers_keep_their_order_and_an_unread_backlog_is_bounded() {
+        let (mut reader, writer) = pipe();
+        let output = Output::over(writer);
+        let big = "b".repeat(100_000);
+        let expected: Vec<String> = (0..20)
+            .map(|i| {
+                if i % 3 == 0 {
+                    format!("{big}{i}")
+                } else {
+                    format!("small {i}")
+                }
+            })
+            .collect();
+        for line in &expected {
+            output.send(line).unwrap();
+        }
+        let mut read = Vec::new();
+        let mut buffer = vec![0; 1 << 16];
+        while read.iter().filter(|&&b| b == b'\n').count() < expected.len() {
+            let n = reader.read(&mut buffer).unwrap();
+            assert!(n > 0);
+            read.extend_from_slice(&buffer[..n]);
+        }
+        let lines: Vec<&str> = std::str::from_utf8(&read).unwrap().lines().collect();
+        assert_eq!(lines, expected);
+
+        // Nobody reads from here on: the pipe fills, then the backlog.
+        let mb = "m".repeat(1 << 20);
+        let refused = (0..80).find_map(|_| output.send(&mb).err());
+        let refused = refused.expect("refused before 80 MiB wait");
+        assert!(refused.contains("unread on stdout"), "{refused}");
+        assert!(output.send("later").is_err(), "the session stays ended");
+        drop(reader);
+    }
 }
