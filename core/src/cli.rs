@@ -338,10 +338,17 @@ fn block_on(future: impl Future<Output = ExitCode>) -> ExitCode {
     block_on_with(None, future)
 }
 
+/// The stack of each of the runtime's threads: 8 MiB.
+const ASYNC_THREAD_STACK_BYTES: usize = 8 << 20;
+
 /// Runs `future` on a runtime of `threads` async threads (default: one per CPU, or
 /// `TOKIO_WORKER_THREADS`, which also overrides `threads`).
 fn block_on_with(threads: Option<usize>, future: impl Future<Output = ExitCode>) -> ExitCode {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // A small program is transpiled on the async thread that receives it (see
+    // `transpile::Shape::fits_inline`): its threads get the main thread's usual stack, reserved
+    // and touched only as used, rather than tokio's 2 MiB.
+    builder.thread_stack_size(ASYNC_THREAD_STACK_BYTES);
     if let Some(threads) = threads
         && std::env::var_os("TOKIO_WORKER_THREADS").is_none()
     {

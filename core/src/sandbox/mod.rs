@@ -650,7 +650,8 @@ fn refused(error: ExecError) -> Ending {
     })
 }
 
-/// A small source, transpiled on a blocking thread of the host within the deadline.
+/// A small source, transpiled in the host within the deadline (see
+/// [`transpile::transpile_in_host`]).
 async fn transpile_here(
     source: String,
     limits: &Limits,
@@ -665,7 +666,7 @@ async fn transpile_here(
         _ = tokio::time::sleep_until(deadline) => return Err(Ending::Stopped(ErrorKind::Timeout)),
         _ = cancel.cancelled() => return Err(Ending::Stopped(ErrorKind::Cancelled)),
     };
-    let work = transpile::transpile_kept(source, permit);
+    let work = transpile::transpile_in_host(source, permit);
     tokio::select! {
         done = work => done.map_err(refused),
         _ = tokio::time::sleep_until(deadline) => Err(Ending::Stopped(ErrorKind::Timeout)),

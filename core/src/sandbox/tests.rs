@@ -4,7 +4,10 @@ use super::{
     ErrorKind, MAX_NESTING, MAX_SOURCE_BYTES,
     engine::{human_bytes, human_duration},
     transpile,
-    transpile::{check_shape, transpile_as},
+    transpile::{
+        INLINE_CHAIN, INLINE_NESTING, INLINE_OPENED, INLINE_SOURCE_BYTES, Shape, check_shape,
+        guarded, transpile_as,
+    },
 };
 
 #[test]
@@ -141,6 +144,178 @@ fn pathological_shapes_under_the_caps_do_not_crash() {
             started.elapsed()
         );
     }
+}
+
+/// The deepest form of `make` that the host still transpiles on its async thread, past a floor
+/// of `at_least` levels (so that the bound, not the form, is what stops it).
+fn deepest_inline(make: &dyn Fn(usize) -> String, at_least: usize) -> String {
+    let fits = |n| {
+        let source = make(n);
+        check_shape(&source).is_ok_and(|shape| shape.fits_inline(source.len()))
+    };
+    let mut n = 1;
+    while fits(n + 1) {
+        n += 1;
+    }
+    assert!(n >= at_least, "{:?} fits only {n} deep", &make(2));
+    make(n)
+}
+
+/// Transpiles each source on a thread of `stack` bytes: a stack overflow aborts the test.
+fn transpile_on_stack(sources: Vec<String>, stack: usize) -> usize {
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(move || {
+            sources
+                .iter()
+                .filter(|source| guarded(source, "agent.ts", true).is_ok())
+                .count()
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// What the host transpiles on its own async thread (2 MiB of stack, 8 MiB in `runbyte serve`)
+/// must fit in far less: the deepest sources each bound admits, and a thousand generated ones,
+/// transpile on a 768 KiB stack, in whatever profile the tests are built (a debug build's
+/// frames are the larger: 16 nested parentheses or 32 nested `if`s take about 300 KiB there).
+#[test]
+fn small_shallow_sources_transpile_within_a_small_stack() {
+    let forms: Vec<(&dyn Fn(usize) -> String, usize)> = vec![
+        (&|n| format!("x = {}1{};", "(".repeat(n), ")".repeat(n)), 14),
+        (&|n| format!("x = {}1{};", "[".repeat(n), "]".repeat(n)), 14),
+        (
+            &|n| format!("x = {}1{};", "({a: ".repeat(n / 2), "})".repeat(n / 2)),
+            8,
+        ),
+        (
+            &|n| format!("x = {}1{};", "f(() => ".repeat(n), ")".repeat(n)),
+            14,
+        ),
+        (
+            &|n| format!("x = {}1{};", "`${".repeat(n), "}`".repeat(n)),
+            8,
+        ),
+        (
+            &|n| format!("type T = {}number{};", "Array<".repeat(n), ">".repeat(n)),
+            14,
+        ),
+        (&|n| format!("x = {}1;", "!".repeat(n)), 30),
+        (&|n| format!("x = {}1;", "typeof ".repeat(n)), 30),
+        (&|n| format!("x = 1{};", " + 1".repeat(n)), 30),
+        (&|n| format!("x = a{};", " as any".repeat(n)), 30),
+        (&|n| format!("x = 1{};", " ? 1 : 1".repeat(n)), 15),
+        (&|n| "if (a) x; else ".repeat(n) + ";", 30),
+        (&|n| "if (a) ".repeat(n) + ";", 30),
+        // Chains that nest no bracket: bounded by the brackets opened.
+        (&|n| format!("x = f{};", "()".repeat(n)), 250),
+        (&|n| format!("x = a{};", "[0]".repeat(n)), 250),
+        (&|n| format!("x = t{};", "``".repeat(n)), 250),
+        // Nesting and chains at once: a chain at every level.
+        (
+            &|n| format!("x = {}1{};", "(!a + ".repeat(n), ")".repeat(n)),
+            8,
+        ),
+        (
+            &|n| format!("x = {}1{};", "f(a)(b)[c](".repeat(n), ")".repeat(n)),
+            8,
+        ),
+        // Brackets to the nesting bound around statements to the chain bound.
+        (
+            &|n| {
+                let ifs = "if (a) ".repeat(n) + ";";
+                format!("{}() => {{ {ifs} }}{}", "(".repeat(14), ")".repeat(14))
+            },
+            24,
+        ),
+    ];
+    let deepest: Vec<String> = forms
+        .iter()
+        .map(|(make, at_least)| deepest_inline(*make, *at_least))
+        .collect();
+    let count = deepest.len();
+    assert_eq!(
+        transpile_on_stack(deepest, 768 << 10),
+        count,
+        "each is a valid program"
+    );
+
+    // Generated: random expressions, kept when the host would transpile them on its thread.
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    fn expression(depth: u32, next: &mut dyn FnMut(u64) -> u64) -> String {
+        if depth == 0 || next(8) == 0 {
+            return ["1", "a", "\"s\"", "f()", "[]", "{}"][next(6) as usize].to_owned();
+        }
+        let mut inner = || expression(depth - 1, next);
+        let e = inner();
+        match next(16) {
+            0 => format!("({e})"),
+            1 => format!("[{e}, 1]"),
+            2 => format!("{{ a: {e} }}"),
+            3 => format!("f({e})"),
+            4 => format!("(() => ({e}))"),
+            5 => format!("`x${{{e}}}`"),
+            6 => format!("!{e}"),
+            7 => format!("typeof {e}"),
+            8 => format!("{e} + 1"),
+            9 => format!("{e} ? 1 : 2"),
+            10 => format!("({e})()"),
+            11 => format!("({e})[0]"),
+            12 => format!("({e} as any)"),
+            13 => format!("new X({e})"),
+            14 => format!("(async () => await {e})"),
+            _ => format!("(function () {{ if (a) {{ return {e}; }} return 1; }})"),
+        }
+    }
+    let mut generated = Vec::new();
+    let (mut deepest_nesting, mut longest_chain) = (0, 0);
+    while generated.len() < 1000 {
+        let depth = 1 + next(40) as u32;
+        let source = format!("export default {};", expression(depth, &mut next));
+        let Ok(shape) = check_shape(&source) else {
+            continue;
+        };
+        if shape.fits_inline(source.len()) {
+            deepest_nesting = deepest_nesting.max(shape.nesting);
+            longest_chain = longest_chain.max(shape.chain);
+            generated.push(source);
+        }
+    }
+    assert!(
+        deepest_nesting >= 12 && longest_chain >= 12,
+        "{deepest_nesting} {longest_chain}"
+    );
+    assert_eq!(
+        transpile_on_stack(generated, 768 << 10),
+        1000,
+        "each is a valid program"
+    );
+}
+
+#[test]
+fn the_scan_measures_what_the_inline_bounds_limit() {
+    let shape = check_shape("x = f([{ a: `${(1 + 2)}` }]); y = g()()").unwrap();
+    // `f(`, `[`, `{`, the backtick, `${`, `(`: six deep; the two calls of `g` open two more.
+    assert_eq!(shape.nesting, 6);
+    assert_eq!(shape.opened, 8);
+    assert!(shape.fits_inline(100));
+    let at = |nesting, chain, opened| Shape {
+        nesting,
+        chain,
+        opened,
+    };
+    assert!(at(INLINE_NESTING, INLINE_CHAIN, INLINE_OPENED).fits_inline(INLINE_SOURCE_BYTES));
+    assert!(!at(INLINE_NESTING + 1, 0, 0).fits_inline(10));
+    assert!(!at(0, INLINE_CHAIN + 1, 0).fits_inline(10));
+    assert!(!at(0, 0, INLINE_OPENED + 1).fits_inline(10));
+    assert!(!at(0, 0, 0).fits_inline(INLINE_SOURCE_BYTES + 1));
 }
 
 /// Statements nest without braces: each of these, 100 KB and more of one form, took the host

@@ -5,8 +5,8 @@
 //! the same stack size, for [`IDLE_FOR`]; at most [`MAX_IDLE`] wait at once.
 //!
 //! Used by thread isolation in the host and by each worker process for its engine, and by the
-//! host for transpiling (see `transpile::transpile_kept`), whose threads have a stack of their
-//! own size.
+//! host for transpiling what it does not transpile on its own async thread (see
+//! `transpile::transpile_in_host`), whose threads have a stack of their own size.
 
 use std::{
     io,

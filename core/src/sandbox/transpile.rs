@@ -122,17 +122,22 @@ pub(crate) fn transpile_as(source: &str, name: &str, entry: bool) -> Result<Tran
     })
 }
 
-/// As [`transpile_as`] for the agent's program, from async code in the host: on a kept thread
-/// with the same stack (see [`super::threads`]), where making one per program (mapping and
-/// releasing its stack) and the blocking-pool hop before it cost more than a small program
-/// takes to transpile. Not for a worker process, whose address space is capped: a kept
+/// As [`transpile_as`] for the agent's program, from async code in the host. A small, shallow
+/// source ([`Shape::fits_inline`]) is transpiled on the calling thread: it takes tens of
+/// microseconds, less than handing it to another thread and waking this one again. Any other
+/// goes to a kept thread with the [`TRANSPILE_STACK_BYTES`] stack (see [`super::threads`]),
+/// where making one per program (mapping and releasing its stack) would cost more than a small
+/// program takes to transpile. Not for a worker process, whose address space is capped: a kept
 /// transpiler stack would take room from its engine's. `hold` is kept until the work is done,
 /// even if the caller stops waiting.
-pub(crate) async fn transpile_kept(
+pub(crate) async fn transpile_in_host(
     source: String,
     hold: impl Send + 'static,
 ) -> Result<Transpiled, ExecError> {
-    check_shape(&source)?;
+    if check_shape(&source)?.fits_inline(source.len()) {
+        let _hold = hold;
+        return guarded(&source, super::engine::AGENT_MODULE, true);
+    }
     let (done, answer) = tokio::sync::oneshot::channel();
     super::threads::run(
         TRANSPILE_STACK_BYTES,
@@ -150,8 +155,8 @@ pub(crate) async fn transpile_kept(
     })
 }
 
-/// [`run`], with a panic turned into a syntax error.
-fn guarded(source: &str, name: &str, entry: bool) -> Result<Transpiled, ExecError> {
+/// [`run`], with a panic turned into a syntax error, on the calling thread.
+pub(crate) fn guarded(source: &str, name: &str, entry: bool) -> Result<Transpiled, ExecError> {
     catch_unwind(AssertUnwindSafe(|| run(source, name, entry))).unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<&str>()
@@ -216,13 +221,53 @@ const CONTINUING_WORDS: &[&str] = &[
     "is",
 ];
 
+/// What [`check_shape`] saw of a source: the deepest bracket nesting, the longest chain, and
+/// how many brackets it opened in all (each call, index or template in a chain such as
+/// `f()()()` opens one and is a level of the tree, though it nests nothing).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub nesting: usize,
+    pub chain: usize,
+    pub opened: usize,
+}
+
+/// The most a source may be, nest, chain and open to be transpiled on the thread that asks
+/// ([`transpile_in_host`]): an async thread of the host, with 2 MiB of stack (tokio's default;
+/// `runbyte serve` gives its threads 8 MiB). SWC's recursion is bounded by these: the worst such
+/// sources take under 768 KiB of stack even in a debug build, where SWC's frames are several
+/// times larger (the test `small_shallow_sources_transpile_within_a_small_stack`). A typical
+/// agent's program of a few dozen lines fits.
+pub(crate) const INLINE_SOURCE_BYTES: usize = 2 << 10;
+pub(crate) const INLINE_NESTING: usize = 16;
+pub(crate) const INLINE_CHAIN: usize = 32;
+pub(crate) const INLINE_OPENED: usize = 256;
+
+impl Shape {
+    fn opened(&mut self, depth: usize) {
+        self.nesting = self.nesting.max(depth);
+        self.opened += 1;
+    }
+
+    fn chained(&mut self, length: usize) {
+        self.chain = self.chain.max(length);
+    }
+
+    /// Whether a source of `len` bytes and this shape may be transpiled on the calling thread.
+    pub(crate) fn fits_inline(&self, len: usize) -> bool {
+        len <= INLINE_SOURCE_BYTES
+            && self.nesting <= INLINE_NESTING
+            && self.chain <= INLINE_CHAIN
+            && self.opened <= INLINE_OPENED
+    }
+}
+
 /// The cheap scan before parsing: size, bracket nesting, and the "chain": operators and
 /// operator-like words along the current nesting path since the last statement boundary, plus
 /// the `else`s along the path (an `else if` chain is as deep as it is long). A statement
 /// boundary is a `;`, a word after a `}`, or a line break between a complete token and a word
 /// (what automatic semicolon insertion splits); a `,` restarts the chain of the list it separates. Strings and
 /// comments are skipped; template literals nest.
-pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
+pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
     if source.len() > MAX_SOURCE_BYTES {
         return Err(syntax(
             format!(
@@ -234,6 +279,7 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
         ));
     }
     let bytes = source.as_bytes();
+    let mut shape = Shape::default();
     // Open brackets; for `{` and `${`, the chain and `else` count to restore at the `}`.
     let mut stack: Vec<(u8, usize, usize)> = Vec::new();
     let (mut chain, mut elses) = (0usize, 0usize);
@@ -287,6 +333,7 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
                 }
                 b'$' if next == Some(b'{') => {
                     stack.push((b'$', chain, elses));
+                    shape.opened(stack.len());
                     i += 1;
                 }
                 _ => {}
@@ -329,6 +376,7 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
                 // them is their body, nested, even on the next line.
                 let kind = if c == b'(' && header { b'H' } else { c };
                 stack.push((kind, chain, elses));
+                shape.opened(stack.len());
                 if stack.len() > MAX_NESTING {
                     return Err(too_deep(position(i, line, line_start)));
                 }
@@ -355,6 +403,7 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
             b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'!' | b'~' | b'?' | b':'
             | b'=' | b'<' | b'>' | b'.' | b'@' => {
                 chain += 1;
+                shape.chained(chain + elses);
                 if chain + elses > MAX_CHAIN {
                     return Err(too_long(position(i, line, line_start)));
                 }
@@ -388,6 +437,7 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
                     // What follows on the next line is its operand or body, not a sibling.
                     last = b'=';
                 }
+                shape.chained(chain + elses);
                 if chain + elses > MAX_CHAIN {
                     return Err(too_long(position(start, line, line_start)));
                 }
@@ -400,7 +450,7 @@ pub(crate) fn check_shape(source: &str) -> Result<(), ExecError> {
         header = false;
         i += 1;
     }
-    Ok(())
+    Ok(shape)
 }
 
 fn too_deep(position: Option<(u32, u32)>) -> ExecError {
