@@ -539,6 +539,14 @@ impl crate::sandbox::ModuleProvider for Modules {
         })
     }
 
+    fn load_ready(&self, path: &str) -> Option<Option<Arc<str>>> {
+        let Some(file) = self.0.files.get(path) else {
+            return Some(None);
+        };
+        file.compiled.get()?;
+        Some(self.load(path))
+    }
+
     fn paths(&self) -> Vec<String> {
         self.0.module_paths()
     }

@@ -423,13 +423,19 @@ pub(crate) async fn drive(
                         }
                     }
                     FromEngine::Dropped { bytes } => gathered.engine_dropped = bytes,
-                    // The provider may compile a module on first use: off the async threads.
+                    // The provider may compile a module on first use: off the async threads,
+                    // unless it is ready.
                     FromEngine::Load { id, path } => {
-                        let (modules, replies) = (job.modules.clone(), reply_tx.clone());
-                        loads.spawn_blocking(move || {
-                            let source = modules.load(&path).map(|s| s.to_string());
-                            let _ = replies.send(ToEngine::Module { id, source });
-                        });
+                        if let Some(source) = job.modules.load_ready(&path) {
+                            let source = source.map(|s| s.to_string());
+                            let _ = reply_tx.send(ToEngine::Module { id, source });
+                        } else {
+                            let (modules, replies) = (job.modules.clone(), reply_tx.clone());
+                            loads.spawn_blocking(move || {
+                                let source = modules.load(&path).map(|s| s.to_string());
+                                let _ = replies.send(ToEngine::Module { id, source });
+                            });
+                        }
                     }
                     FromEngine::Paths { id } => {
                         let (modules, replies) = (job.modules.clone(), reply_tx.clone());

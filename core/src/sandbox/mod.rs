@@ -130,6 +130,12 @@ pub trait ModuleProvider: Send + Sync {
     /// The JavaScript of the module at an absolute VFS path (`/servers/demo/echo.ts`), or `None`
     /// when there is no such module.
     fn load(&self, path: &str) -> Option<Arc<str>>;
+    /// What [`ModuleProvider::load`] would give, if that takes no work (the module is compiled
+    /// already, or there is no such module); `None` if it might. The host answers a module
+    /// request this way on its own thread, and sends any other to a blocking thread.
+    fn load_ready(&self, _path: &str) -> Option<Option<Arc<str>>> {
+        None
+    }
     /// Every module path, for "no such module" errors that list what exists.
     fn paths(&self) -> Vec<String>;
     /// An identifier of this set of modules; it changes whenever any module does, so a worker

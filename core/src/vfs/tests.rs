@@ -244,3 +244,17 @@ fn a_starting_server_is_shown_starting() {
     );
     assert!(snapshot.starting_in("export default 1").is_empty());
 }
+
+#[test]
+fn a_module_is_ready_once_compiled_and_a_missing_one_at_once() {
+    use crate::sandbox::ModuleProvider;
+    let modules = Modules(Arc::new(snapshot()));
+    let path = "/servers/demo/index.ts";
+    // Not compiled yet: loading it takes work, so it is not ready.
+    assert_eq!(modules.load_ready(path), None);
+    let compiled = modules.load(path).unwrap();
+    assert!(compiled.contains("search_issues"), "{compiled}");
+    assert_eq!(modules.load_ready(path), Some(Some(compiled)));
+    // No such module: nothing to compile, so the answer is ready.
+    assert_eq!(modules.load_ready("/servers/demo/nothing.ts"), Some(None));
+}
