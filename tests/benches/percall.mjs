@@ -2,7 +2,10 @@
 // over stdio, against `runbyte serve` (process and thread isolation) with
 // `@modelcontextprotocol/server-everything` downstream over stdio, and against the same client
 // calling server-everything directly. Every variant runs in the same process, alternating round
-// by round (the order rotating), so machine noise hits them all alike. Reports medians.
+// by round (the order rotating), so machine noise hits them all alike. Reports medians. One
+// more figure, direct only: the 100 calls with the client busy for 200 µs before each (as a
+// gateway is between a program's calls), the pauses not counted; on a machine whose idle CPUs
+// sleep deeply, a downstream answers a slower client more slowly.
 //
 //   node tests/benches/percall.mjs          (scripts/bench runs it after the release build)
 //
@@ -275,8 +278,24 @@ function directVariant(entry) {
       timed(async () => {
         for (let i = 0; i < 10; i++) await echoDirect(entry, i);
       }),
+    // 100 sequential calls, the client busy for PAUSE_MS before each (as a gateway is between
+    // a program's calls), the pauses not counted: how much slower the downstream answers a
+    // client that is slower to ask.
+    seq100Paced: async () => {
+      let paused = 0;
+      const started = performance.now();
+      for (let i = 0; i < 100; i++) {
+        const from = performance.now();
+        while (performance.now() - from < PAUSE_MS) {}
+        paused += performance.now() - from;
+        await echoDirect(entry, i);
+      }
+      return { elapsed: performance.now() - started - paused, reported: NaN };
+    },
   };
 }
+
+const PAUSE_MS = 0.2;
 
 const median = (values) => {
   const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
@@ -305,10 +324,17 @@ try {
 }
 
 const FIGURES = ["seq100", "par10", "seq10"];
+// Figures only some variants have.
+const EXTRA_FIGURES = ["seq100Paced"];
 const samples = new Map(
   variants.map((v) => [
     v.name,
-    { trivial: [], trivialReported: [], roundTrip: [], ...Object.fromEntries(FIGURES.flatMap((f) => [[f, []], [`${f}Reported`, []]])) },
+    {
+      trivial: [],
+      trivialReported: [],
+      roundTrip: [],
+      ...Object.fromEntries([...FIGURES, ...EXTRA_FIGURES].flatMap((f) => [[f, []], [`${f}Reported`, []]])),
+    },
   ]),
 );
 
@@ -337,7 +363,7 @@ async function callPass(rounds, record) {
   for (let round = 0; round < rounds; round++) {
     for (const v of rotated(variants, round)) {
       const s = samples.get(v.name);
-      for (const figure of rotated(FIGURES, round)) {
+      for (const figure of rotated([...FIGURES, ...EXTRA_FIGURES], round).filter((f) => v[f])) {
         const { elapsed, reported } = await v[figure]();
         if (record) {
           s[figure].push(elapsed);
@@ -426,6 +452,9 @@ line("per call, sequential: (100 seq − trivial) ÷ 100 / direct ÷ 100", (n) =
 );
 line("gateway-reported execution time of 100 sequential (whole ms)", (n) =>
   n === "direct" ? "—" : fmt(m(n, "seq100Reported")),
+);
+line(`direct per call when the client pauses ${PAUSE_MS * 1000} µs before each (pauses not counted)`, (n) =>
+  n === "direct" ? fmt(m(n, "seq100Paced") / 100) : "—",
 );
 
 // ---- clean up ----------------------------------------------------------------------------------
