@@ -1031,6 +1031,27 @@ mod adversarial {
         }
     }
 
+    /// A short program can still nest deep: 250 brackets in 500 bytes. The host transpiles a
+    /// short, shallow program on the async thread that receives it; this one must go to the
+    /// transpiler's own large stack instead (on this test's 2 MiB async threads, SWC's debug
+    /// build needs several times more for it, and overflowing would abort the whole process).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_short_program_nested_deep_is_transpiled_off_the_async_thread() {
+        let h = Harness::new();
+        for (open, close) in [("(", ")"), ("[", "]"), ("f(() => ", ")")] {
+            let source = format!(
+                "const f = (g: () => unknown) => g;\nexport default {}1{};",
+                open.repeat(250),
+                close.repeat(250)
+            );
+            for isolation in BOTH {
+                let outcome = h.run(&source, isolation).await;
+                assert!(outcome.result.is_ok(), "{isolation:?} {open}: {outcome:?}");
+            }
+        }
+        h.still_works(Isolation::Thread).await;
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn deeply_nested_source_is_refused() {
         let h = Harness::new();
@@ -1048,6 +1069,18 @@ mod adversarial {
                 )
                 .await;
             error(&outcome, ErrorKind::Syntax);
+            // Nor can a comment ended by a carriage return, or a quote in a regular expression,
+            // hide the depth that follows it from the scan (the parser reads it as code).
+            for hider in ["// x\r", "const q = /'/;\n"] {
+                let source = format!(
+                    "{hider}export default {}1{};",
+                    "(".repeat(1000),
+                    ")".repeat(1000)
+                );
+                let outcome = h.run(&source, isolation).await;
+                let e = error(&outcome, ErrorKind::Syntax);
+                assert!(e.message.contains("256 levels"), "{hider:?}: {e:?}");
+            }
             h.still_works(isolation).await;
         }
     }
@@ -1441,6 +1474,10 @@ mod generated {
         "#!",
         "\u{2028}",
         "é",
+        "\r",
+        "// c\r",
+        "/'/",
+        "/[/*]/",
     ];
 
     fn program() -> impl Strategy<Value = String> {

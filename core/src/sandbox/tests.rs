@@ -310,12 +310,157 @@ fn the_scan_measures_what_the_inline_bounds_limit() {
         nesting,
         chain,
         opened,
+        unsure: false,
     };
     assert!(at(INLINE_NESTING, INLINE_CHAIN, INLINE_OPENED).fits_inline(INLINE_SOURCE_BYTES));
     assert!(!at(INLINE_NESTING + 1, 0, 0).fits_inline(10));
     assert!(!at(0, INLINE_CHAIN + 1, 0).fits_inline(10));
     assert!(!at(0, 0, INLINE_OPENED + 1).fits_inline(10));
     assert!(!at(0, 0, 0).fits_inline(INLINE_SOURCE_BYTES + 1));
+    let unsure = Shape {
+        unsure: true,
+        ..at(0, 0, 0)
+    };
+    assert!(!unsure.fits_inline(10));
+}
+
+/// What the scan skips (strings, comments, regular expressions) must be what the parser skips:
+/// each of these hid the brackets after it from the scan, which let 300 levels past the limit
+/// of 256 (and 1,000 levels in 2 KiB onto an async thread's stack).
+#[test]
+fn nothing_the_parser_reads_as_code_hides_from_the_scan() {
+    let deep = format!("{}1{}", "(".repeat(300), ")".repeat(300));
+    for hider in [
+        "// a comment ended by a carriage return\r",
+        "// a comment ended by U+2028\u{2028}",
+        "// a comment ended by U+2029\u{2029}",
+        "const q = /'/;\n",
+        "const q = /\"/;\n",
+        "const q = /`/;\n",
+        "const q = /[/*]/;\n",
+        "const q = /a\\/'/g;\n",
+        "const q = 'a string ended by a carriage return\r",
+        "function f() { return /'/ }\n",
+        "if (a) /'/.test(b);\n",
+        "const q = [/'/, 1];\n",
+        // A division read as a regular expression would hide all up to the next `/`.
+        "a++ / 1; ",
+        "a-- / 1; ",
+        "x.return / 1; ",
+        "x?.typeof / 1; ",
+        "a! / 1; ",
+        "a ! / 1; ",
+        "y = z as Array<T> / 1; ",
+        "y = {} / 1; ",
+        "y = await / 1; ",
+        "a++ /* c */ / 1; ",
+    ] {
+        let source = format!("{hider}x = {deep} / 2;");
+        let error = check_shape(&source).expect_err(hider);
+        assert!(
+            error.message.contains("256 levels"),
+            "{hider:?}: {}",
+            error.message
+        );
+    }
+}
+
+#[test]
+fn regular_expressions_are_read_whole_and_divisions_as_operators() {
+    // A regular expression's quotes, brackets and slashes open nothing.
+    let shape = check_shape("const r = /a[/(]b'\"`\\/[)]/gu; export default r.test(s);").unwrap();
+    assert_eq!((shape.nesting, shape.unsure), (1, false), "{shape:?}");
+    assert!(shape.fits_inline(60));
+    // A division after a name, a number, `)` or `]` is an operator.
+    let shape = check_shape("x = a / 2 / (b) / c[0] / 'd'.length;").unwrap();
+    assert!(!shape.unsure, "{shape:?}");
+    // Where a program usually writes one, a regular expression is sure.
+    let shape = check_shape(
+        "if (!/^\\d+$/.test(s)) x = s.split(/,/).map((p) => /x/.test(p));\nreturn /'/;",
+    )
+    .unwrap();
+    assert!(!shape.unsure, "{shape:?}");
+    // Where a `/` could be either, the source is not transpiled on the async thread.
+    for source in [
+        "x = {} / 2;",
+        "x = await / 2;",
+        "x = of / 2;",
+        "const q = /unterminated\nx = 1;",
+    ] {
+        let shape = check_shape(source).unwrap();
+        assert!(
+            shape.unsure && !shape.fits_inline(source.len()),
+            "{source:?}"
+        );
+    }
+}
+
+/// Small sources built from the pieces that confuse a scanner most (line terminators of every
+/// kind, quotes, comment and regular-expression openers): the ones the host would transpile on
+/// its async thread must transpile within the small stack too.
+/// Programs as agents write them (the README's, and a longer one with a division, regular
+/// expressions and types) are sure, and transpiled on the async thread.
+#[test]
+fn typical_programs_are_transpiled_on_the_async_thread() {
+    let programs = [
+        "import { search_issues, get_issue } from './servers/demo';\n\n\
+         const found = await search_issues({ query: 'crash', state: 'all' });\n\
+         const issues = await Promise.all(found.issues.map((i) => get_issue({ id: i.id })));\n\
+         console.log(`read ${issues.length} issues`);\n\
+         export default issues.map((i: any) => ({ id: i.id, comments: i.comments.length }));\n",
+        "import { list_files, read_file } from './servers/fs';\n\
+         interface Row { name: string; size: number }\n\
+         const files = (await list_files({ path: '/logs' })) as Row[];\n\
+         const logs = files.filter((f) => /\\.log$/.test(f.name) && f.size > 0);\n\
+         let errors = 0;\n\
+         for (const f of logs) {\n\
+         \x20 const text = String(await read_file({ path: `/logs/${f.name}` }));\n\
+         \x20 errors += text.split(/\\r?\\n/).filter((l) => l.includes('ERROR')).length;\n\
+         }\n\
+         const total = logs.reduce((n, f) => n + f.size, 0);\n\
+         export default { errors, average: logs.length ? total / logs.length : 0 };\n",
+    ];
+    for source in programs {
+        let shape = check_shape(source).unwrap();
+        assert!(shape.fits_inline(source.len()), "{shape:?}: {source}");
+        guarded(source, "agent.ts", true).unwrap();
+    }
+}
+
+#[test]
+fn scanner_confusing_small_sources_transpile_within_a_small_stack() {
+    const PIECES: &[&str] = &[
+        "(", ")", "[", "]", "{", "}", "`", "${", "'", "\"", "/", "//", "/*", "*/", "\\", "\n",
+        "\r", "\u{2028}", "=>", "!", "+", "?", ":", "if (a)", "else", "return", "await", "typeof",
+        "x", "f()", ";", ",", "/'/", "/[/*]/", "a.b", "as any", "<T>",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let mut admitted = Vec::new();
+    let mut tried = 0;
+    while admitted.len() < 2000 && tried < 200_000 {
+        tried += 1;
+        let mut source = String::new();
+        for _ in 0..1 + next(40) {
+            let piece = PIECES[next(PIECES.len() as u64) as usize];
+            source.push_str(&piece.repeat(1 + next(60) as usize));
+        }
+        if check_shape(&source).is_ok_and(|shape| shape.fits_inline(source.len())) {
+            admitted.push(source);
+        }
+    }
+    assert!(
+        admitted.len() >= 1000,
+        "only {} of {tried} fit",
+        admitted.len()
+    );
+    // Most do not parse; what matters is that none overflows.
+    transpile_on_stack(admitted, 768 << 10);
 }
 
 /// Statements nest without braces: each of these, 100 KB and more of one form, took the host

@@ -229,6 +229,11 @@ pub(crate) struct Shape {
     pub nesting: usize,
     pub chain: usize,
     pub opened: usize,
+    /// A `/` the scan could not tell a regular expression from a division by
+    /// ([`Slash::Unsure`]), or a regular expression that does not end on its line: what
+    /// follows may be deeper than it counted, so the source is not transpiled on the thread
+    /// that asks.
+    pub unsure: bool,
 }
 
 /// The most a source may be, nest, chain and open to be transpiled on the thread that asks
@@ -255,6 +260,7 @@ impl Shape {
     /// Whether a source of `len` bytes and this shape may be transpiled on the calling thread.
     pub(crate) fn fits_inline(&self, len: usize) -> bool {
         len <= INLINE_SOURCE_BYTES
+            && !self.unsure
             && self.nesting <= INLINE_NESTING
             && self.chain <= INLINE_CHAIN
             && self.opened <= INLINE_OPENED
@@ -288,6 +294,8 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
     let (mut last, mut broke) = (b';', false);
     // Whether the last token was a word whose parentheses head a nested body.
     let mut header = false;
+    // The last token, when it was a word (what a `/` after it is depends on the word).
+    let mut last_word = "";
     let mut i = 0;
     let block_base = |stack: &[(u8, usize, usize)]| {
         stack
@@ -338,7 +346,7 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
                 }
                 _ => {}
             }
-            (last, broke) = (b'`', false);
+            (last, broke, last_word) = (b'`', false, "");
             i += 1;
             if stack.len() > MAX_NESTING {
                 return Err(too_deep(position(i, line, line_start)));
@@ -348,12 +356,14 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
         match c {
             b'\'' | b'"' => {
                 i += 1;
-                while i < bytes.len() && bytes[i] != c && bytes[i] != b'\n' {
+                while i < bytes.len() && bytes[i] != c && !matches!(bytes[i], b'\n' | b'\r') {
                     i += if bytes[i] == b'\\' { 2 } else { 1 };
                 }
             }
+            // A line comment ends at any line terminator, as the parser's does: `\r`, U+2028 and
+            // U+2029 too (what follows one is code, however deep).
             b'/' if next == Some(b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
+                while i < bytes.len() && line_terminator_at(bytes, i) == 0 {
                     i += 1;
                 }
                 continue;
@@ -383,7 +393,7 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
             }
             b')' | b']' => {
                 if let Some((b'H', _, _)) = stack.pop() {
-                    (last, broke, header) = (b'=', false, false);
+                    (last, broke, header, last_word) = (b'=', false, false, "");
                     i += 1;
                     continue;
                 }
@@ -400,8 +410,28 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
             }
             // Elements of a list are siblings: the chain restarts from where the list opened.
             b',' => chain = stack.last().map_or(0, |(_, saved, _)| *saved),
-            b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'!' | b'~' | b'?' | b':'
-            | b'=' | b'<' | b'>' | b'.' | b'@' => {
+            // A regular expression is skipped whole: a quote, backtick or `/*` in it opens
+            // nothing. A `/` that might be either is counted as a division, the source marked
+            // unsure.
+            b'/' => match slash_after(bytes, i, last, last_word) {
+                Slash::Regex => {
+                    let end = regex_end(bytes, i);
+                    shape.unsure |= end.is_err();
+                    i = end.unwrap_or_else(|line_end| line_end);
+                    (last, broke, header, last_word) = (b'a', false, false, "");
+                    continue;
+                }
+                slash => {
+                    shape.unsure |= matches!(slash, Slash::Unsure);
+                    chain += 1;
+                    shape.chained(chain + elses);
+                    if chain + elses > MAX_CHAIN {
+                        return Err(too_long(position(i, line, line_start)));
+                    }
+                }
+            },
+            b'+' | b'-' | b'*' | b'%' | b'&' | b'|' | b'^' | b'!' | b'~' | b'?' | b':' | b'='
+            | b'<' | b'>' | b'.' | b'@' => {
                 chain += 1;
                 shape.chained(chain + elses);
                 if chain + elses > MAX_CHAIN {
@@ -416,6 +446,7 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
                     i += 1;
                 }
                 let word = &source[start..i];
+                let previous = last;
                 let complete = last.is_ascii_alphanumeric()
                     || matches!(last, b'_' | b'$' | b')' | b']' | b'}' | b'\'' | b'"' | b'`');
                 let starts_statement = matches!(last, b';' | b'}') || (broke && complete);
@@ -441,6 +472,8 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
                 if chain + elses > MAX_CHAIN {
                     return Err(too_long(position(start, line, line_start)));
                 }
+                // A property name (`x.return`) is a name whatever it spells.
+                last_word = if previous == b'.' { "" } else { word };
                 continue;
             }
             _ => {}
@@ -448,9 +481,109 @@ pub(crate) fn check_shape(source: &str) -> Result<Shape, ExecError> {
         last = c;
         broke = false;
         header = false;
+        last_word = "";
         i += 1;
     }
     Ok(shape)
+}
+
+/// Words after which a `/` opens a regular expression: reserved words an expression follows.
+const REGEX_AFTER_WORDS: &[&str] = &[
+    "return",
+    "typeof",
+    "void",
+    "delete",
+    "new",
+    "in",
+    "instanceof",
+    "case",
+    "do",
+    "else",
+    "throw",
+];
+
+/// What a `/` that opens no comment is.
+enum Slash {
+    Regex,
+    Division,
+    /// Either, as far as the bytes around tell: after a `}` (a block, or an object), a word
+    /// that is a keyword in one place and a name in another (`await`, `of`, `as`, ...), a
+    /// postfix `++` or `!`, or a `>` that may close a type.
+    Unsure,
+}
+
+/// What the `/` at `slash` is, after `last` (the last significant byte) and `word` (the last
+/// token, when it was a word that is not a property name). Unsure wherever a parser could read
+/// the other: it decides by grammar, this by the bytes around.
+fn slash_after(bytes: &[u8], slash: usize, last: u8, word: &str) -> Slash {
+    let complete = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b')' | b']');
+    if !word.is_empty() {
+        return if REGEX_AFTER_WORDS.contains(&word) {
+            Slash::Regex
+        } else if NESTING_WORDS.contains(&word) || CONTINUING_WORDS.contains(&word) {
+            Slash::Unsure
+        } else {
+            Slash::Division
+        };
+    }
+    if complete(last) || matches!(last, b'\'' | b'"' | b'`') {
+        return Slash::Division;
+    }
+    // The byte `last` was, and the one before it, with only blanks between them and the `/`
+    // (a comment there leaves it unsure).
+    let Some(at) = bytes[..slash]
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+    else {
+        return Slash::Regex;
+    };
+    if bytes[at] != last {
+        return Slash::Unsure;
+    }
+    let before = at.checked_sub(1).map(|i| bytes[i]);
+    let before_blank = bytes[..at]
+        .iter()
+        .rev()
+        .find(|b| !b.is_ascii_whitespace())
+        .copied();
+    match last {
+        // `a++ / b` divides; `a + /re/` does not.
+        b'+' | b'-' if before == Some(last) => Slash::Unsure,
+        // TypeScript's `a! / b` divides; `!/re/` does not.
+        b'!' if before_blank.is_some_and(complete) => Slash::Unsure,
+        // `=> /re/` opens one; `Array<T> / b` might divide.
+        b'>' if before != Some(b'=') => Slash::Unsure,
+        b'}' | b'.' => Slash::Unsure,
+        _ => Slash::Regex,
+    }
+}
+
+/// Where the regular expression whose opening `/` is at `start` ends: `Ok` at the byte after
+/// its closing `/` (its flags are read as a word), or `Err` at the end of its line when it does
+/// not close there (a parser reads it to there too, and fails).
+fn regex_end(bytes: &[u8], start: usize) -> Result<usize, usize> {
+    let mut i = start + 1;
+    let mut class = false;
+    while i < bytes.len() && line_terminator_at(bytes, i) == 0 {
+        match bytes[i] {
+            b'\\' if i + 1 < bytes.len() && line_terminator_at(bytes, i + 1) == 0 => i += 1,
+            b'[' => class = true,
+            b']' => class = false,
+            b'/' if !class => return Ok(i + 1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Err(i)
+}
+
+/// The length of the line terminator at `i` (`\n`, `\r`, U+2028, U+2029), or 0.
+fn line_terminator_at(bytes: &[u8], i: usize) -> usize {
+    match bytes[i..] {
+        [b'\n' | b'\r', ..] => 1,
+        [0xE2, 0x80, 0xA8 | 0xA9, ..] => 3,
+        _ => 0,
+    }
 }
 
 fn too_deep(position: Option<(u32, u32)>) -> ExecError {
