@@ -167,6 +167,9 @@ pub async fn run(
             return refusal;
         }
     };
+    // A replay that diverges from the run it replays stops the program (see `HubBridge`).
+    let cancel = cancel.child_token();
+    prepared.bridge.stop_on_divergence(cancel.clone());
     let outcome = runtime
         .sandbox()
         .execute(crate::sandbox::Execution {
@@ -207,8 +210,11 @@ pub async fn run(
         consumed,
         session: &add_to_session,
     };
-    let (rendered, accounting) =
+    let (mut rendered, accounting) =
         render_with(outcome, prepared.limits.max_output_bytes, Some(tokens));
+    if let Some(diverged) = prepared.bridge.diverged() {
+        rendered = CallToolResult::error(vec![ContentBlock::text(diverged)]);
+    }
     if let Some(audit) = &runtime.audit {
         let tokens = accounting.map(|accounting| crate::audit::ExecutionTokens {
             accounting,

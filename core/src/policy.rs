@@ -199,8 +199,12 @@ pub async fn check_call(
                         .ask_again_able(asked, crate::relay::Origin::Approval)
                         .await
                     {
-                        Ok(answer) if crate::relay::approved(&answer) => continue,
-                        Ok(_) => format!("the user did not approve it ({question})"),
+                        Ok(answer) => match crate::relay::approved(&answer) {
+                            Ok(()) => continue,
+                            Err(how) => {
+                                format!("the user did not approve it ({question}): {how}")
+                            }
+                        },
                         Err(why) => {
                             format!("it needs a person's approval ({question}), but {why}")
                         }

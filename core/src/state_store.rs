@@ -5,7 +5,11 @@
 //!   encrypted (the store never sees a tool's arguments or results), under a random key that
 //!   expires with the state; the state carries only that key.
 //! - "This state was replayed" is a claim here (`SET runbyte:replayed:<id> 1 NX EX <ttl>`), so
-//!   that a state resumes once across every replica, not once per process.
+//!   that a state resumes once across every replica, not once per process. The id is a keyed
+//!   digest (HMAC-SHA256 under a key derived from the state key) of the state's identity: the
+//!   store never learns which replica or execution a claim is for, and whoever writes to it
+//!   cannot compute the claim of a state it has not seen claimed. Both live only as long as
+//!   the state (its execution's time limit plus a few seconds).
 //!
 //! Every operation is bounded: [`CONNECT_TIMEOUT`] to connect, [`COMMAND_TIMEOUT`] per command;
 //! an unreachable store is an error that names it, never a wait. One multiplexed connection is
@@ -32,7 +36,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub const MAX_KEPT_JOURNAL: usize = 8 << 20;
 /// Where journals are kept, by random token.
 const JOURNAL_PREFIX: &str = "runbyte:journal:";
-/// Where "replayed" claims are made, by `<replica>|<key>` of the state.
+/// Where "replayed" claims are made, by a keyed digest of the state's identity.
 const REPLAYED_PREFIX: &str = "runbyte:replayed:";
 
 /// A store operation that failed: the store (its address, never its password), what was being
@@ -130,6 +134,14 @@ impl StateStore {
                 },
             }),
         })
+    }
+
+    /// Changes an in-memory store's keys and values as whoever can write to a store could.
+    #[cfg(test)]
+    pub fn tamper(&self, change: impl FnOnce(&mut std::collections::HashMap<Vec<u8>, Vec<u8>>)) {
+        if let Backend::Memory(map) = &self.inner.backend {
+            change(&mut map.lock().unwrap_or_else(|p| p.into_inner()));
+        }
     }
 
     /// An in-memory store, for unit tests.

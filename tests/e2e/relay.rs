@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use runbyte_tests::{
-    JsonLines, Served, TempDir, config_with, python_client, runbyte, test_server_table,
+    Background, JsonLines, Served, TempDir, config_with, python_client, runbyte, test_server_table,
 };
 use serde_json::{Value, json};
 
@@ -230,11 +230,15 @@ fn an_altered_request_state_is_refused_and_the_genuine_one_resumes_the_execution
     assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
 }
 
-/// A configuration for replicas: the shared key, the test server `t` in 2026-07-28 (its
-/// questions are `input_required` results, which a re-run asks again), and `extra`.
-fn replica_config(extra: &str) -> String {
+/// A configuration for replicas: the shared key, the state store on `store` (a port; none
+/// with `None`), the test server `t` in 2026-07-28 (its questions are `input_required`
+/// results, which a re-run asks again), and `extra`.
+fn replica_config(store: Option<u16>, extra: &str) -> String {
+    let store = store
+        .map(|port| format!("state-store = \"redis://127.0.0.1:{port}\"\n"))
+        .unwrap_or_default();
     format!(
-        "[server]\nstate-key-file = \"state-key\"\n{}",
+        "[server]\nstate-key-file = \"state-key\"\n{store}{}",
         config_text("2026-07-28", extra)
     )
 }
@@ -247,12 +251,12 @@ fn text_of(answer: &Value) -> String {
         .to_owned()
 }
 
-/// Two replicas sharing the state key, each with `extra` in its configuration.
-fn replicas(extra: &str) -> (Stdio2026, Stdio2026) {
-    (
-        Stdio2026::start(&replica_config(extra)),
-        Stdio2026::start(&replica_config(extra)),
-    )
+/// Two replicas sharing the state key and a state store (a real Redis: a replay needs one to
+/// be claimed once), each with `extra` in its configuration; `None` without `redis-server`.
+fn replicas(extra: &str) -> Option<(Stdio2026, Stdio2026, Background)> {
+    let store = Background::redis()?;
+    let config = replica_config(Some(store.port), extra);
+    Some((Stdio2026::start(&config), Stdio2026::start(&config), store))
 }
 
 impl Stdio2026 {
@@ -281,7 +285,9 @@ fn a_paused_execution_resumes_on_another_replica_by_replay_without_calling_twice
                    const changed = await change_tools({});\n\
                    const answer = await ask({ message: 'favourite colour?' });\n\
                    export default { changed, answer };";
-    let (mut first, mut second) = replicas("");
+    let Some((mut first, mut second, _store)) = replicas("") else {
+        return;
+    };
     let (_, state) = first.ask(1, program);
     // The retry reaches the other replica, as a round-robin balancer may send it.
     let done = second.answer(2, program, &state, json!({"answer": "teal"}));
@@ -317,7 +323,9 @@ fn a_program_that_reads_the_clock_and_randomness_resumes_on_another_replica() {
                    await echo({ message });\n\
                    const answer = await ask({ message: 'now?' });\n\
                    export default { message, answer };";
-    let (mut first, mut second) = replicas("");
+    let Some((mut first, mut second, _store)) = replicas("") else {
+        return;
+    };
     let (_, state) = first.ask(1, program);
     std::thread::sleep(Duration::from_millis(5));
     let done = second.answer(2, program, &state, json!({"answer": "x"}));
@@ -340,7 +348,9 @@ fn a_call_made_while_a_question_waits_is_held_so_that_a_replay_elsewhere_makes_i
                    };\n\
                    const [answer, changed] = await Promise.all([ask({ message: 'go?' }), later()]);\n\
                    export default { answer, changed };";
-    let (mut first, mut second) = replicas("");
+    let Some((mut first, mut second, _store)) = replicas("") else {
+        return;
+    };
     let (_, state) = first.ask(1, program);
     // Time for the held call to have been made, had it not been held.
     std::thread::sleep(Duration::from_millis(500));
@@ -361,7 +371,9 @@ fn a_program_that_diverges_when_replayed_stops_with_a_clear_error() {
     let program = "import * as t from './servers/t';\n\
                    await t.echo({ message: String(Object.keys(t).length) });\n\
                    export default await t.ask({ message: 'now?' });";
-    let (mut first, mut second) = replicas("");
+    let Some((mut first, mut second, _store)) = replicas("") else {
+        return;
+    };
     let grow =
         "import { change_tools } from './servers/t';\nexport default await change_tools({});";
     let grown = first.call(1, json!({"code": grow}), json!({}));
@@ -387,7 +399,9 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
         "\n[sandbox]\npolicy = [\"limits\", \"readonly\"]\n[sandbox.readonly]\nask = true\n";
     let program =
         "import { slow } from './servers/t';\nawait slow({ ms: 1 });\nexport default 'approved';";
-    let (mut first, mut second) = replicas(policy);
+    let Some((mut first, mut second, _store)) = replicas(policy) else {
+        return;
+    };
     let (asked, state) = first.ask(1, program);
     let message = asked["result"]["inputRequests"]["runbyte_input"]["params"]["message"]
         .as_str()
@@ -396,5 +410,163 @@ fn an_approval_asked_on_one_replica_is_answered_on_another() {
     assert!(message.contains("`t/slow`"), "{message}");
     let done = second.answer(2, program, &state, json!({"approve": true}));
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(text_of(&done).starts_with("\"approved\""), "{done}");
+}
+
+/// A policy that asks the user before any call not known to be read-only (`t/slow` is one).
+const ASK_POLICY: &str =
+    "\n[sandbox]\npolicy = [\"limits\", \"readonly\"]\n[sandbox.readonly]\nask = true\n";
+
+/// Grows the test server `t` of `served` by one tool (`added_1`), and waits until its VFS lists
+/// it.
+fn grow(served: &mut Stdio2026, id: u64) {
+    let grow =
+        "import { change_tools } from './servers/t';\nexport default await change_tools({});";
+    let mut grown = served.call(id, json!({"code": grow}), json!({}));
+    if grown["result"]["resultType"] == "input_required" {
+        // The policy asks for `change_tools` too: approved, where it paused.
+        let state = grown["result"]["requestState"].as_str().unwrap().to_owned();
+        grown = served.answer(id + 1, grow, &state, json!({"approve": true}));
+    }
+    assert_eq!(grown["result"]["resultType"], "complete", "{grown}");
+    let grew = (0..50).any(|attempt| {
+        std::thread::sleep(Duration::from_millis(100));
+        served
+            .list(id + 100 + attempt, "/servers/t")
+            .contains("added_1")
+    });
+    assert!(grew, "`t` never listed `added_1`");
+}
+
+#[test]
+fn an_approval_given_on_one_replica_goes_only_to_the_call_the_user_saw() {
+    // The argument of the call that asks depends on the modules the replica has: the first
+    // replica's `t` has one tool more. The user approves `t/slow` with the first replica's
+    // argument; the second replica's replay reaches `t/slow` with another: it must stop, not
+    // spend the approval on a call the user never saw.
+    let program = "import * as t from './servers/t';\n\
+                   const ms = Object.keys(t).length;\n\
+                   await t.slow({ ms });\n\
+                   export default `ran slow with ${ms}`;";
+    let Some(store) = Background::redis() else {
+        return;
+    };
+    let config = replica_config(Some(store.port), ASK_POLICY);
+    let (mut first, mut second) = (Stdio2026::start(&config), Stdio2026::start(&config));
+    grow(&mut first, 1);
+    let (asked, state) = first.ask(3, program);
+    let message = asked["result"]["inputRequests"]["runbyte_input"]["params"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("`t/slow`"), "{message}");
+    let done = second.answer(4, program, &state, json!({"approve": true}));
+    let text = text_of(&done);
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert!(
+        text.contains("took another path when it was resumed")
+            && text.contains("the user's answer was for call #1 to `t/slow` (a policy's approval)")
+            && text.contains("that call is now `t/slow` with other arguments")
+            && !text.contains("ran slow"),
+        "{done}"
+    );
+    // Where the modules agree (a third replica, as the second), the approval reaches its call.
+    let mut third = Stdio2026::start(&config);
+    let (_, state) = second.ask(5, program);
+    let done = third.answer(6, program, &state, json!({"approve": true}));
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(text_of(&done).starts_with("\"ran slow with"), "{done}");
+}
+
+#[test]
+fn without_a_state_store_an_answer_resumes_only_on_the_replica_that_paused() {
+    // The deploy/ default: replicas share the key, not a store. Nothing could tell one replica
+    // (or a restarted process) that another already replayed the state: a retry elsewhere is
+    // refused, never a second run of the approved call.
+    let program =
+        "import { slow } from './servers/t';\nawait slow({ ms: 1 });\nexport default 'approved';";
+    let config = replica_config(None, ASK_POLICY);
+    let (mut first, mut second) = (Stdio2026::start(&config), Stdio2026::start(&config));
+    let (_, state) = first.ask(1, program);
+    let refused = second.answer(2, program, &state, json!({"approve": true}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let why = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("resumes only in the process that paused it") && why.contains("state-store"),
+        "{why}"
+    );
+    // A process started since (a restarted replica): the same.
+    drop(second);
+    let mut restarted = Stdio2026::start(&config);
+    let refused = restarted.answer(3, program, &state, json!({"approve": true}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // Where it paused, it resumes, once.
+    let done = first.answer(4, program, &state, json!({"approve": true}));
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(text_of(&done).starts_with("\"approved\""), "{done}");
+    let again = first.answer(5, program, &state, json!({"approve": true}));
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+}
+
+#[test]
+fn a_request_state_expires_with_its_execution() {
+    // An execution of one second: its state is refused everywhere once that second and the
+    // slack (5 s) are over, saying so; the replay never makes the call after the time limit.
+    let limits = format!("{ASK_POLICY}[sandbox.limits]\ntimeout-ms = 1000\n");
+    let program =
+        "import { slow } from './servers/t';\nawait slow({ ms: 1 });\nexport default 'approved';";
+    let Some((mut first, mut second, _store)) = replicas(&limits) else {
+        return;
+    };
+    let (_, state) = first.ask(1, program);
+    std::thread::sleep(Duration::from_millis(6_500));
+    for (n, replica) in [&mut second, &mut first].into_iter().enumerate() {
+        let refused = replica.answer(2 + n as u64, program, &state, json!({"approve": true}));
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let why = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(why.contains("has expired"), "{why}");
+    }
+    // Within its time, the same replay goes through.
+    let (_, state) = first.ask(4, program);
+    let done = second.answer(5, program, &state, json!({"approve": true}));
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+}
+
+#[test]
+fn only_an_explicit_true_approves_a_call() {
+    let program =
+        "import { slow } from './servers/t';\nawait slow({ ms: 1 });\nexport default 'approved';";
+    let mut served = Stdio2026::start(&replica_config(None, ASK_POLICY));
+    let mut id = 0;
+    for content in [
+        json!({}),
+        json!({"approve": "false"}),
+        json!({"approve": "true"}),
+        json!({"approve": 0}),
+        json!({"approve": 1}),
+        json!({"approve": null}),
+        json!({"approve": false}),
+    ] {
+        id += 2;
+        let (_, state) = served.ask(id, program);
+        let done = served.answer(id + 1, program, &state, content.clone());
+        let text = text_of(&done);
+        assert!(
+            text.contains("t/slow was denied by policy `readonly`: the user did not approve it")
+                && !text.starts_with("\"approved\""),
+            "{content}: {done}"
+        );
+    }
+    // Declined, even with `approve: true`: refused.
+    let (_, state) = served.ask(100, program);
+    let answer = json!({"runbyte_input": {"action": "decline", "content": {"approve": true}}});
+    let done = served.call(
+        101,
+        json!({"code": program}),
+        json!({"inputResponses": answer, "requestState": state}),
+    );
+    assert!(text_of(&done).contains("did not approve"), "{done}");
+    let (_, state) = served.ask(102, program);
+    let done = served.answer(103, program, &state, json!({"approve": true}));
     assert!(text_of(&done).starts_with("\"approved\""), "{done}");
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::{
     hub::{CallOptions, Hub},
     policy::Judge,
-    relay::{Asker, Origin, Point, Question, Recorded},
+    relay::{Asker, Asking, Origin, Point, Question, Recorded},
     sandbox::{Determinism, Observed, ToolBridge, ToolCall},
     telemetry::{CallOutcome, Telemetry},
 };
@@ -83,6 +83,33 @@ pub struct HubBridge {
     inferred: Option<Arc<crate::infer::Inferred>>,
     /// The tokens of the results the program read, being counted.
     tokens: Arc<crate::tokens::Pending>,
+    /// Set when a replay took another path than the run it replays: the program is stopped.
+    divergence: Arc<Divergence>,
+}
+
+/// Why a replay stopped its program: it made another call than its first run at a recorded
+/// place, or the call at the replay point (or its question) is not the one the user answered.
+/// Once set, every later call of the program fails with it, and the execution is cancelled (its
+/// result is this error, whatever the program did with the failed call).
+#[derive(Default)]
+struct Divergence {
+    why: std::sync::OnceLock<String>,
+    stop: Mutex<Option<tokio_util::sync::CancellationToken>>,
+}
+
+impl Divergence {
+    /// Records `why` (the first divergence wins) and stops the execution; the error calls get.
+    fn diverge(&self, why: String) -> String {
+        let why = self.why.get_or_init(|| why).clone();
+        if let Some(stop) = self.stop.lock().ok().and_then(|mut stop| stop.take()) {
+            stop.cancel();
+        }
+        why
+    }
+
+    fn diverged(&self) -> Option<&String> {
+        self.why.get()
+    }
 }
 
 /// Whether (and how) an execution can resume on another process by replay.
@@ -100,15 +127,24 @@ pub struct Replaying {
     point: Point,
     /// The user's answer to the question the earlier run stopped at.
     answer: Mutex<Option<Value>>,
+    /// When the earlier run's execution ends (its own time limit): the replay ends then too.
+    deadline: std::time::SystemTime,
 }
 
 impl Replaying {
-    /// A replay of the run that stopped at `point`, with the user's answer to its question.
-    pub fn new(point: Point, answer: Value) -> Self {
+    /// A replay of the run that stopped at `point`, with the user's answer to its question;
+    /// the execution it resumes ends at `deadline`.
+    pub fn new(point: Point, answer: Value, deadline: std::time::SystemTime) -> Self {
         Replaying {
             point,
             answer: Mutex::new(Some(answer)),
+            deadline,
         }
+    }
+
+    /// When the execution it resumes ends.
+    pub fn deadline(&self) -> std::time::SystemTime {
+        self.deadline
     }
 }
 
@@ -180,7 +216,7 @@ impl Journal {
     /// flight could not be replayed without being made twice) and the journal is whole. Until
     /// the question is answered here, later calls wait ([`Journal::enter`]): the point does not
     /// hold them, so a replay elsewhere makes them, and they must not have been made here.
-    fn pause_at(&mut self, index: u64, origin: Origin) -> Option<Point> {
+    fn pause_at(&mut self, index: u64, origin: Origin, asking: Asking) -> Option<Point> {
         let alone = self.in_flight.iter().all(|other| *other == index);
         if !alone || self.full || *self.paused.borrow() {
             return None;
@@ -190,6 +226,7 @@ impl Journal {
             recorded: self.recorded.clone(),
             index,
             origin,
+            asking,
             seed: self.seed,
             observed: self.observed.clone(),
         })
@@ -234,8 +271,33 @@ struct CallAsker {
     journal: Option<Arc<Mutex<Journal>>>,
     replay: Option<Arc<Replaying>>,
     index: u64,
+    /// The call, when a question may carry a replay point or be answered by one (the journal's
+    /// copy: its digest is taken only when the call asks).
+    called: Option<Arc<Called>>,
+    divergence: Arc<Divergence>,
     /// Questions asked during this call so far.
     asked: std::sync::atomic::AtomicUsize,
+}
+
+/// One call as the journal records it.
+#[derive(Clone)]
+struct Called {
+    server: String,
+    tool: String,
+    arguments: Value,
+}
+
+impl Called {
+    /// The identity of this call asking `question`: one SHA-256 of the arguments, one of the
+    /// question.
+    fn asking(&self, question: &Question) -> Asking {
+        Asking::of(
+            &self.server,
+            &self.tool,
+            crate::relay::digest(&self.arguments),
+            question,
+        )
+    }
 }
 
 /// The most questions one call may put to the user (a server's requests during a legacy call,
@@ -247,14 +309,17 @@ impl CallAsker {
     fn new(
         inner: Arc<dyn Asker>,
         journal: Option<Arc<Mutex<Journal>>>,
-        replay: Option<Arc<Replaying>>,
+        (replay, divergence): (Option<Arc<Replaying>>, Arc<Divergence>),
         index: u64,
+        called: Option<Arc<Called>>,
     ) -> Self {
         CallAsker {
             inner,
             journal,
             replay,
             index,
+            called,
+            divergence,
             asked: Default::default(),
         }
     }
@@ -273,13 +338,98 @@ impl CallAsker {
         Ok(())
     }
 
-    /// The answer a replay already has for this question.
-    fn answered(&self, origin: Origin) -> Option<Value> {
-        let replay = self.replay.as_ref()?;
-        if replay.point.index != self.index || replay.point.origin != origin {
-            return None;
+    /// The answer a replay already has for this question: only when this is the call that
+    /// asked in the run replayed, asking the same question the same way. The same place with
+    /// another call or another question is a divergence (`Err`), which stops the program: the
+    /// user's answer never goes to a call or a question they did not see.
+    fn answered(&self, question: &Question, origin: Origin) -> Result<Option<Value>, String> {
+        let Some(replay) = self.replay.as_ref() else {
+            return Ok(None);
+        };
+        let point = &replay.point;
+        if point.index != self.index || point.origin != origin {
+            return Ok(None);
         }
-        replay.answer.lock().ok()?.take()
+        let Ok(mut answer) = replay.answer.lock() else {
+            return Ok(None);
+        };
+        if answer.is_none() {
+            return Ok(None);
+        }
+        let asking = self.called.as_ref().map(|called| called.asking(question));
+        let expected = &point.asking;
+        match asking {
+            Some(asking) if asking == *expected => Ok(answer.take()),
+            asking => {
+                // The answer is spent either way: nothing else may get it.
+                *answer = None;
+                let now = asking.as_ref().map_or_else(
+                    || "a call Runbyte cannot identify".to_owned(),
+                    |asking| format!("`{}/{}`", asking.server, asking.tool),
+                );
+                let what = match &asking {
+                    Some(asking)
+                        if asking.server == expected.server
+                            && asking.tool == expected.tool
+                            && asking.arguments == expected.arguments =>
+                    {
+                        "the same call asking another question".to_owned()
+                    }
+                    Some(asking)
+                        if asking.server == expected.server && asking.tool == expected.tool =>
+                    {
+                        format!("{now} with other arguments")
+                    }
+                    _ => now,
+                };
+                Err(self.divergence.diverge(format!(
+                    "the program took another path when it was resumed: the user's answer was \
+                     for call #{} to `{}/{}` ({}), and that call is now {what}; it stopped \
+                     rather than give the answer to a call or a question the user did not see \
+                     (the replica that resumed it has other servers, tools or modules than the \
+                     one that paused it, or runs another version of Runbyte)",
+                    self.index + 1,
+                    expected.server,
+                    expected.tool,
+                    origin_text(origin),
+                )))
+            }
+        }
+    }
+}
+
+/// `Err` with the divergence when the call at a replay point (`server`, `tool`, `arguments`) is
+/// not the one that asked there (one SHA-256 of the arguments, once per replay).
+fn at_point(point: &Point, (server, tool, arguments): (&str, &str, &Value)) -> Result<(), String> {
+    let expected = &point.asking;
+    if expected.server == server
+        && expected.tool == tool
+        && expected.arguments == crate::relay::digest(arguments)
+    {
+        return Ok(());
+    }
+    let other = if expected.server == server && expected.tool == tool {
+        " with other arguments"
+    } else {
+        ""
+    };
+    Err(format!(
+        "the program took another path when it was resumed: the user's answer was for call #{} \
+         to `{}/{}` ({}), and that call is now `{server}/{tool}`{other}; it stopped rather than \
+         give the answer to a call the user did not see (the replica that resumed it has other \
+         servers, tools or modules than the one that paused it, or runs another version of \
+         Runbyte)",
+        point.index + 1,
+        expected.server,
+        expected.tool,
+        origin_text(point.origin),
+    ))
+}
+
+fn origin_text(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Approval => "a policy's approval",
+        Origin::InputRequired => "the server's `input_required` question",
     }
 }
 
@@ -299,11 +449,17 @@ impl Asker for CallAsker {
         if let Err(why) = self.within_budget() {
             return Box::pin(std::future::ready(Err(why)));
         }
-        if let Some(answer) = self.answered(origin) {
-            return Box::pin(std::future::ready(Ok(answer)));
+        match self.answered(&question, origin) {
+            Ok(Some(answer)) => return Box::pin(std::future::ready(Ok(answer))),
+            Ok(None) => {}
+            Err(diverged) => return Box::pin(std::future::ready(Err(diverged))),
         }
-        let journal = self.journal.as_ref();
-        let point = journal.and_then(|journal| journal.lock().ok()?.pause_at(self.index, origin));
+        let journal = self.journal.as_ref().zip(self.called.as_ref());
+        let point = journal.and_then(|(journal, called)| {
+            let asking = called.asking(&question);
+            journal.lock().ok()?.pause_at(self.index, origin, asking)
+        });
+        let journal = journal.map(|(journal, _)| journal);
         match (point, journal) {
             (Some(point), Some(journal)) => {
                 let unpause = Unpause(journal.clone());
@@ -358,7 +514,24 @@ impl HubBridge {
             trace: opentelemetry::Context::new(),
             inferred: None,
             tokens: Arc::default(),
+            divergence: Arc::default(),
         }
+    }
+
+    /// Cancels `stop` (the sandbox's token of this execution) when a replay diverges.
+    pub fn stop_on_divergence(&self, stop: tokio_util::sync::CancellationToken) {
+        if let Ok(mut slot) = self.divergence.stop.lock() {
+            if self.divergence.diverged().is_some() {
+                stop.cancel();
+            } else {
+                *slot = Some(stop);
+            }
+        }
+    }
+
+    /// Why this replay stopped its program, when it diverged from the run it replays.
+    pub fn diverged(&self) -> Option<String> {
+        self.divergence.diverged().cloned()
     }
 
     /// Traces each call as a child of `trace` (the execution's span) and counts it.
@@ -387,25 +560,44 @@ impl HubBridge {
     }
 
     /// The recorded result of call `index` when this run replays a journal that has it; an
-    /// error when the program asks for another call there (it diverged from its first run).
+    /// error when the program asks for another call there (it diverged from its first run),
+    /// and at the replay point, when the call there is not the one that asked: either stops
+    /// the program ([`Divergence`]).
+    ///
+    /// Arguments compare as JSON values, exactly: the same keys with the same values in any
+    /// order are the same (`serde_json`'s maps compare so, `preserve_order` or not), `1` and
+    /// `1.0` are not, strings compare by their characters.
     fn replayed(&self, index: u64, call: &ToolCall) -> Option<Result<Value, String>> {
         let replay = self.replay.as_ref()?;
-        let recorded = replay.point.recorded.get(&index)?;
+        let Some(recorded) = replay.point.recorded.get(&index) else {
+            if index == replay.point.index
+                && let Err(why) =
+                    at_point(&replay.point, (&call.server, &call.tool, &call.arguments))
+            {
+                return Some(Err(self.divergence.diverge(why)));
+            }
+            return None;
+        };
         if recorded.server != call.server
             || recorded.tool != call.tool
             || recorded.arguments != call.arguments
         {
-            return Some(Err(format!(
+            let other = if recorded.server == call.server && recorded.tool == call.tool {
+                " with other arguments"
+            } else {
+                ""
+            };
+            return Some(Err(self.divergence.diverge(format!(
                 "the program took another path when it was resumed: its call #{} is now \
-                 {}/{} with other arguments, where its first run called {}/{}; it stopped \
-                 rather than guess (the replica that resumed it has other servers, tools or \
-                 modules than the one that paused it, or runs another version of Runbyte)",
+                 {}/{}{other}, where its first run called {}/{}; it stopped rather than guess \
+                 (the replica that resumed it has other servers, tools or modules than the one \
+                 that paused it, or runs another version of Runbyte)",
                 index + 1,
                 call.server,
                 call.tool,
                 recorded.server,
                 recorded.tool
-            )));
+            ))));
         }
         if let Some(journal) = &self.journal
             && let Ok(mut journal) = journal.lock()
@@ -581,6 +773,9 @@ impl ToolBridge for HubBridge {
             self.session.clone(),
         );
         let index = position.calls;
+        if let Some(why) = self.divergence.diverged() {
+            return Box::pin(std::future::ready(Err(why.clone())));
+        }
         if let Some(replayed) = self.replayed(index, &call) {
             return Box::pin(std::future::ready(replayed));
         }
@@ -591,21 +786,23 @@ impl ToolBridge for HubBridge {
         let tokens = self.tokens.clone();
         let execution = self.execution.clone();
         let journal = self.journal.clone();
+        // The journal's copy of the call, which the asker reads when the call asks.
+        let recording = journal.as_ref().map(|journal| {
+            let called = Called {
+                server: call.server.clone(),
+                tool: call.tool.clone(),
+                arguments: call.arguments.clone(),
+            };
+            (journal.clone(), Arc::new(called))
+        });
         let asker = self.asker.clone().map(|inner| -> Arc<dyn Asker> {
             Arc::new(CallAsker::new(
                 inner,
                 journal.clone(),
-                self.replay.clone(),
+                (self.replay.clone(), self.divergence.clone()),
                 index,
+                recording.as_ref().map(|(_, called)| called.clone()),
             ))
-        });
-        let recording = journal.as_ref().map(|journal| {
-            (
-                journal.clone(),
-                call.server.clone(),
-                call.tool.clone(),
-                call.arguments.clone(),
-            )
         });
         async move {
             if let Some((journal, ..)) = &recording {
@@ -633,10 +830,16 @@ impl ToolBridge for HubBridge {
             .await
             .map_err(|error| crate::redact::redact(&error).into_owned());
             telemetry.call_done(span, (&server, &tool), outcome);
-            if let Some((journal, server, tool, arguments)) = recording
+            if let Some((journal, called)) = recording
                 && let Ok(mut journal) = journal.lock()
             {
                 let result = result.clone();
+                // The asker is gone with the call: the copy is the journal's alone by now.
+                let Called {
+                    server,
+                    tool,
+                    arguments,
+                } = Arc::unwrap_or_clone(called);
                 journal.record(
                     index,
                     Recorded {
@@ -716,7 +919,13 @@ mod asker_tests {
 
     #[tokio::test]
     async fn one_call_may_ask_only_so_many_questions() {
-        let asker = CallAsker::new(Arc::new(crate::relay::Unattended), None, None, 0);
+        let asker = CallAsker::new(
+            Arc::new(crate::relay::Unattended),
+            None,
+            (None, Arc::default()),
+            0,
+            None,
+        );
         let question = || crate::relay::approval("q", "s", "t", &Value::Null);
         for _ in 0..MAX_QUESTIONS_PER_CALL / 2 {
             asker.ask(question()).await.unwrap();
@@ -733,5 +942,369 @@ mod asker_tests {
                 .await
                 .is_err()
         );
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    //! An answer reaches, in a replay, only the call that asked it in the run replayed: the
+    //! same server, tool, arguments (as JSON values: key order aside) and question. Generated
+    //! runs are paused at a question, changed (modules, tools, arguments, questions), and
+    //! replayed with the user's answer.
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::{prelude::*, sample::select};
+    use serde_json::json;
+
+    use super::*;
+
+    /// Takes the replay point a question carries; answers live questions with `live`.
+    #[derive(Default)]
+    struct Capture {
+        point: Mutex<Option<Point>>,
+        asked_live: std::sync::atomic::AtomicBool,
+    }
+
+    impl Asker for Capture {
+        fn ask(&self, _question: Question) -> BoxFuture<'static, Result<Value, String>> {
+            self.asked_live
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            Box::pin(std::future::ready(Ok(json!({"live": true}))))
+        }
+
+        fn ask_at(
+            &self,
+            _question: Question,
+            point: Point,
+        ) -> BoxFuture<'static, Result<Value, String>> {
+            *self.point.lock().unwrap() = Some(point);
+            self.asked_live
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            Box::pin(std::future::ready(Ok(json!({"live": true}))))
+        }
+    }
+
+    /// One call that asks.
+    #[derive(Debug, Clone)]
+    struct Call {
+        server: String,
+        tool: String,
+        arguments: Value,
+        question: String,
+        origin: Origin,
+    }
+
+    impl Call {
+        fn question(&self) -> Question {
+            match self.origin {
+                Origin::Approval => crate::relay::approval(
+                    &self.question,
+                    &self.server,
+                    &self.tool,
+                    &self.arguments,
+                ),
+                // A server's own form: its text is the server's.
+                Origin::InputRequired => {
+                    crate::relay::approval(&self.question, "server", "form", &Value::Null)
+                }
+            }
+        }
+
+        fn called(&self) -> Arc<Called> {
+            Arc::new(Called {
+                server: self.server.clone(),
+                tool: self.tool.clone(),
+                arguments: self.arguments.clone(),
+            })
+        }
+    }
+
+    /// The run that asked: its replay point at call `index`.
+    fn pause(call: &Call, index: u64) -> Point {
+        let journal = Arc::new(Mutex::new(Journal::new(1)));
+        let capture = Arc::new(Capture::default());
+        let asker = CallAsker::new(
+            capture.clone(),
+            Some(journal),
+            (None, Arc::default()),
+            index,
+            Some(call.called()),
+        );
+        let answer =
+            futures::executor::block_on(asker.ask_again_able(call.question(), call.origin));
+        assert_eq!(answer.unwrap(), json!({"live": true}));
+        capture
+            .point
+            .lock()
+            .unwrap()
+            .take()
+            .expect("no replay point")
+    }
+
+    /// How a replay of `point` with `answer` went for `call` at `index`.
+    #[derive(Debug, PartialEq)]
+    enum Went {
+        /// The call got the user's answer.
+        Answered,
+        /// The program stopped: it diverged.
+        Diverged(String),
+        /// The question was put to the user again (the answer went nowhere).
+        AskedAgain,
+    }
+
+    fn replay(point: Point, call: &Call, index: u64) -> Went {
+        let answer = json!({"action": "accept", "content": {"approve": true}});
+        let replaying = Arc::new(Replaying::new(
+            point.clone(),
+            answer.clone(),
+            std::time::SystemTime::now(),
+        ));
+        let divergence: Arc<Divergence> = Arc::default();
+        // What `HubBridge::replayed` checks when the call is made.
+        if index == point.index
+            && let Err(why) = at_point(&point, (&call.server, &call.tool, &call.arguments))
+        {
+            return Went::Diverged(divergence.diverge(why));
+        }
+        let capture = Arc::new(Capture::default());
+        let asker = CallAsker::new(
+            capture.clone(),
+            Some(Arc::new(Mutex::new(Journal::new(1)))),
+            (Some(replaying), divergence.clone()),
+            index,
+            Some(call.called()),
+        );
+        let got = futures::executor::block_on(asker.ask_again_able(call.question(), call.origin));
+        match (got, divergence.diverged()) {
+            (Ok(got), None) if got == answer => {
+                assert!(
+                    !capture
+                        .asked_live
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                );
+                Went::Answered
+            }
+            (Ok(_), None) => Went::AskedAgain,
+            (Err(why), Some(diverged)) => {
+                assert_eq!(&why, diverged);
+                Went::Diverged(why)
+            }
+            (got, diverged) => panic!("{got:?} with divergence {diverged:?}"),
+        }
+    }
+
+    fn scalar() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            select(vec!["scratch", "prod", "Prod", "scratch ", "", "0"]).prop_map(Value::from),
+            (-3i64..3).prop_map(Value::from),
+            select(vec![0.5f64, 1.0, -0.0]).prop_map(Value::from),
+            any::<bool>().prop_map(Value::from),
+            Just(Value::Null),
+        ]
+    }
+
+    fn arguments() -> impl Strategy<Value = Value> {
+        let value = scalar().prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map(select(vec!["x", "y"]), inner, 0..3).prop_map(|map| {
+                    Value::Object(map.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+            ]
+        });
+        prop::collection::btree_map(select(vec!["target", "force", "n", "path"]), value, 0..4)
+            .prop_map(|map| {
+                Value::Object(map.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+            })
+    }
+
+    fn call() -> impl Strategy<Value = Call> {
+        (
+            select(vec!["fs", "db", "fs2"]),
+            select(vec!["delete_thing", "echo", "delete_things"]),
+            arguments(),
+            select(vec![
+                "Delete it?",
+                "Allow a call that may change something?",
+            ]),
+            select(vec![Origin::Approval, Origin::InputRequired]),
+        )
+            .prop_map(|(server, tool, arguments, question, origin)| Call {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                arguments,
+                question: question.to_owned(),
+                origin,
+            })
+    }
+
+    /// `value` with every object's keys in reverse order: the same JSON value.
+    fn reordered(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .rev()
+                    .map(|(k, v)| (k.clone(), reordered(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(reordered).collect()),
+            other => other.clone(),
+        }
+    }
+
+    /// What changed between the pause and the replay.
+    #[derive(Debug, Clone)]
+    enum Change {
+        Nothing,
+        /// The same arguments, their keys in another order.
+        KeyOrder,
+        /// Another call altogether (another module, tool list, or program path).
+        Another(Call),
+        /// The same call with these arguments.
+        Arguments(Value),
+        /// The same call asking this question.
+        Question(String),
+    }
+
+    fn change() -> impl Strategy<Value = Change> {
+        prop_oneof![
+            1 => Just(Change::Nothing),
+            1 => Just(Change::KeyOrder),
+            2 => call().prop_map(Change::Another),
+            2 => arguments().prop_map(Change::Arguments),
+            1 => select(vec!["Delete it?", "Delete prod?", "Allow?"])
+                .prop_map(|q| Change::Question(q.to_owned())),
+        ]
+    }
+
+    fn changed(call: &Call, change: &Change) -> Call {
+        let mut call = call.clone();
+        match change {
+            Change::Nothing => {}
+            Change::KeyOrder => call.arguments = reordered(&call.arguments),
+            Change::Another(other) => call = other.clone(),
+            Change::Arguments(arguments) => call.arguments = arguments.clone(),
+            Change::Question(question) => call.question = question.clone(),
+        }
+        call
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 1024,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Whatever changed, the answer reaches the call only when its server, tool, arguments
+        /// and question are the ones the user saw; a changed call at the replay point ends the
+        /// program (never a silent fall-through to another call).
+        #[test]
+        fn an_answer_never_reaches_a_call_the_user_did_not_see(
+            first in call(),
+            change in change(),
+            index in 0u64..3,
+        ) {
+            let point = pause(&first, index);
+            prop_assert_eq!(point.index, index);
+            let then = changed(&first, &change);
+            let same = then.server == first.server
+                && then.tool == first.tool
+                && then.arguments == first.arguments
+                && then.question() == first.question()
+                && then.origin == first.origin;
+            let went = replay(point.clone(), &then, index);
+            if same {
+                prop_assert_eq!(went, Went::Answered);
+            } else if then.origin == first.origin {
+                match &went {
+                    Went::Diverged(why) => {
+                        prop_assert!(why.contains("took another path"), "{}", why);
+                        prop_assert!(why.contains(&format!("`{}/{}`", first.server, first.tool)), "{}", why);
+                        // The arguments are never quoted: they may be secret.
+                        if let Some(target) = then.arguments.get("target").and_then(Value::as_str)
+                            && target.len() > 3
+                        {
+                            prop_assert!(!why.contains(target), "{}", why);
+                        }
+                    }
+                    other => prop_assert!(false, "not stopped: {:?}", other),
+                }
+            } else {
+                // Asked another way (a policy's approval where the server asked, or back): a
+                // new question to the user, never the old answer.
+                prop_assert_ne!(went, Went::Answered);
+            }
+            // The same call at another place in the program never gets the answer.
+            let elsewhere = replay(point, &first, index + 1);
+            prop_assert_ne!(elsewhere, Went::Answered);
+        }
+    }
+
+    /// The reviewers' case: the user approved `delete_thing {"target":"scratch"}`; the replica
+    /// that replayed it would have called `delete_thing {"target":"prod"}` at that place.
+    #[test]
+    fn an_approval_of_scratch_does_not_delete_prod() {
+        let scratch = Call {
+            server: "things".into(),
+            tool: "delete_thing".into(),
+            arguments: json!({"target": "scratch"}),
+            question: "Allow a call that may change something?".into(),
+            origin: Origin::Approval,
+        };
+        let point = pause(&scratch, 2);
+        let prod = Call {
+            arguments: json!({"target": "prod"}),
+            ..scratch.clone()
+        };
+        let Went::Diverged(why) = replay(point.clone(), &prod, 2) else {
+            panic!("prod got the answer");
+        };
+        assert!(
+            why.contains("call #3 to `things/delete_thing`")
+                && why.contains("now `things/delete_thing` with other arguments")
+                && !why.contains("prod")
+                && !why.contains("scratch"),
+            "{why}"
+        );
+        assert_eq!(replay(point, &scratch, 2), Went::Answered);
+    }
+
+    #[test]
+    fn the_corpus_of_replays_answers_only_the_call_asked() {
+        let cases: Vec<Value> =
+            serde_json::from_str(include_str!("../../../tests/corpus/replay/answers.json"))
+                .unwrap();
+        assert!(cases.len() >= 8);
+        let call = |value: &Value| Call {
+            server: value["server"].as_str().unwrap().to_owned(),
+            tool: value["tool"].as_str().unwrap().to_owned(),
+            arguments: value["arguments"].clone(),
+            question: value["question"].as_str().unwrap().to_owned(),
+            origin: Origin::Approval,
+        };
+        for case in cases {
+            let point = pause(&call(&case["asked"]), 1);
+            let went = replay(point, &call(&case["replayed"]), 1);
+            if case["answered"] == true {
+                assert_eq!(went, Went::Answered, "{}", case["why"]);
+            } else {
+                assert!(
+                    matches!(went, Went::Diverged(_)),
+                    "{}: {went:?}",
+                    case["why"]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn recorded_arguments_compare_as_json_values_exactly() {
+        let one: Value = serde_json::from_str(r#"{"a": 1, "b": {"c": [1, "x"]}}"#).unwrap();
+        let two: Value = serde_json::from_str(r#"{"b": {"c": [1, "x"]}, "a": 1}"#).unwrap();
+        assert_eq!(one, two);
+        assert_ne!(one, json!({"a": 1.0, "b": {"c": [1, "x"]}}));
+        assert_ne!(one, json!({"a": 1, "b": {"c": ["x", 1]}}));
+        assert_ne!(one, json!({"a": 1, "b": {"c": [1, "x"]}, "d": null}));
     }
 }

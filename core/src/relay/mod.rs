@@ -85,6 +85,96 @@ pub struct Recorded {
     pub result: Result<Value, String>,
 }
 
+/// Which call asked a question a replay answers, and what it asked: the user's answer goes
+/// only to a call of a replay for which all four are the same. The arguments and the question
+/// are SHA-256 digests of their canonical JSON ([`digest`]), so the identity compares exactly
+/// without keeping either twice.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Asking {
+    pub server: String,
+    pub tool: String,
+    /// [`digest`] of the call's arguments.
+    pub arguments: String,
+    /// [`digest`] of the question asked (for an approval: the policy's question, the call's
+    /// server, tool and arguments as shown to the user).
+    pub question: String,
+}
+
+impl Asking {
+    /// The identity of a call of `server`/`tool` with `arguments` (a digest, see [`digest`])
+    /// that asked `question`.
+    pub fn of(server: &str, tool: &str, arguments: String, question: &Question) -> Self {
+        Asking {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            arguments,
+            question: serde_json::to_value(question).map_or_else(|_| String::new(), |q| digest(&q)),
+        }
+    }
+}
+
+/// SHA-256 of `value`'s canonical JSON, in hex: object keys sorted (by their UTF-8 bytes), no
+/// whitespace, strings escaped as `serde_json` escapes them, numbers as `serde_json` writes
+/// them (so `1` and `1.0` differ, as they do to a tool). Two values have the same digest when
+/// and only when they are the same JSON value, whatever order their keys came in.
+pub fn digest(value: &Value) -> String {
+    struct Hashing(ring::digest::Context);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    fn canonical(value: &Value, out: &mut Hashing) {
+        use std::io::Write as _;
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort_unstable();
+                let _ = out.write_all(b"{");
+                for (n, key) in keys.into_iter().enumerate() {
+                    if n > 0 {
+                        let _ = out.write_all(b",");
+                    }
+                    let _ = serde_json::to_writer(&mut *out, key);
+                    let _ = out.write_all(b":");
+                    canonical(&map[key], out);
+                }
+                let _ = out.write_all(b"}");
+            }
+            Value::Array(items) => {
+                let _ = out.write_all(b"[");
+                for (n, item) in items.iter().enumerate() {
+                    if n > 0 {
+                        let _ = out.write_all(b",");
+                    }
+                    canonical(item, out);
+                }
+                let _ = out.write_all(b"]");
+            }
+            scalar => {
+                let _ = serde_json::to_writer(&mut *out, scalar);
+            }
+        }
+    }
+    let mut hashing = Hashing(ring::digest::Context::new(&ring::digest::SHA256));
+    canonical(value, &mut hashing);
+    hex(hashing.0.finish().as_ref())
+}
+
+/// `bytes` in lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        let _ = write!(text, "{byte:02x}");
+    }
+    text
+}
+
 /// What resuming an execution by replay needs: the calls it made before the question (by
 /// their place in the order the program made them), and the call that asked.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -94,6 +184,8 @@ pub struct Point {
     /// The index of the call that asked, and how it asked.
     pub index: u64,
     pub origin: Origin,
+    /// Which call asked, and what: the answer goes to no other.
+    pub asking: Asking,
     /// `Math.random`'s seed in the run that asked.
     #[serde(default)]
     pub seed: u64,
@@ -155,9 +247,28 @@ pub fn approval(question: &str, server: &str, tool: &str, arguments: &Value) -> 
     InputRequest::Elicitation(ElicitRequest::new(params))
 }
 
-/// Whether an answer to [`approval`] approves.
-pub fn approved(answer: &Value) -> bool {
-    answer["action"] == "accept" && answer["content"]["approve"] != false
+/// Whether an answer to [`approval`] approves: only an accepted form whose `approve` is the
+/// JSON `true`. Anything else (declined, cancelled, `approve` missing, `"true"`, `1`, `null`)
+/// is a refusal, and `Err` says how the answer read.
+pub fn approved(answer: &Value) -> Result<(), String> {
+    let action = &answer["action"];
+    if action != "accept" {
+        return Err(match action.as_str() {
+            Some(action) => format!("the user answered `{action}`"),
+            None => "the answer has no `action`".to_owned(),
+        });
+    }
+    match answer["content"].get("approve") {
+        Some(Value::Bool(true)) => Ok(()),
+        Some(Value::Bool(false)) => Err("the user answered `approve: false`".to_owned()),
+        Some(other) => {
+            let shown: String = other.to_string().chars().take(40).collect();
+            Err(format!(
+                "the answer's `approve` is `{shown}`, not the boolean true, so it does not approve"
+            ))
+        }
+        None => Err("the answer has no `approve`, so it does not approve".to_owned()),
+    }
 }
 
 /// Asks a legacy client session with a server-to-client request.
@@ -464,13 +575,21 @@ mod tests {
     fn waiting(point: Option<Point>) -> Waiting<u32> {
         let (answer, _answered) = oneshot::channel();
         let (_events_tx, events) = mpsc::channel(1);
-        Waiting::new(elicit("q"), answer, events, CancellationToken::new(), point)
+        let deadline = std::time::SystemTime::now() + Duration::from_secs(60);
+        Waiting::new(
+            elicit("q"),
+            answer,
+            events,
+            CancellationToken::new(),
+            point,
+            deadline,
+        )
     }
 
     fn here(resumed: Result<Resumed<u32>, ResumeError>) -> String {
         match resumed {
             Ok(Resumed::Here { key, .. }) => key,
-            Ok(Resumed::Replay(_)) => panic!("replayed"),
+            Ok(Resumed::Replay { .. }) => panic!("replayed"),
             Err(error) => panic!("{error}"),
         }
     }
@@ -506,9 +625,15 @@ mod tests {
     #[tokio::test]
     async fn another_replica_replays_a_journal_once_and_refuses_a_state_without_one() {
         let secret = b"a shared key of thirty-two bytes!".to_vec();
+        let store = crate::state_store::StateStore::memory();
         let (one, two): (Paused<u32>, Paused<u32>) = (
-            Paused::new(Duration::from_secs(60), Some(secret.clone()), None).unwrap(),
-            Paused::new(Duration::from_secs(60), Some(secret), None).unwrap(),
+            Paused::new(
+                Duration::from_secs(60),
+                Some(secret.clone()),
+                Some(store.clone()),
+            )
+            .unwrap(),
+            Paused::new(Duration::from_secs(60), Some(secret), Some(store)).unwrap(),
         );
         let without = one
             .pause("k2".to_owned(), waiting(None), "code")
@@ -533,6 +658,7 @@ mod tests {
             .collect(),
             index: 1,
             origin: Origin::Approval,
+            asking: Asking::of("s", "t", digest(&json!({"a": 1})), &elicit("q")),
             seed: 7,
             observed: Default::default(),
         };
@@ -541,13 +667,16 @@ mod tests {
             .await
             .unwrap();
         match two.resume(&with, "code", true).await {
-            Ok(Resumed::Replay(replayed)) => assert_eq!(*replayed, point),
+            Ok(Resumed::Replay {
+                point: replayed, ..
+            }) => assert_eq!(*replayed, point),
             _ => panic!("not replayed"),
         }
         let error = two.resume(&with, "code", true).await.err().unwrap();
         assert!(error.to_string().contains("already used"), "{error}");
-        // Where it paused, it resumes in memory: without a store, once per process.
-        assert_eq!(here(one.resume(&with, "code", true).await), "k3");
+        // Where it paused, the replay elsewhere is known: refused there too.
+        let error = one.resume(&with, "code", true).await.err().unwrap();
+        assert!(error.to_string().contains("already used"), "{error}");
     }
 
     #[tokio::test]
@@ -577,12 +706,90 @@ mod tests {
             text.contains("github/delete_repo") && text.contains(r#"{\"name\":\"x\"}"#),
             "{text}"
         );
-        assert!(approved(
-            &json!({"action": "accept", "content": {"approve": true}})
-        ));
-        assert!(!approved(
-            &json!({"action": "accept", "content": {"approve": false}})
-        ));
-        assert!(!approved(&json!({"action": "decline"})));
+        assert!(approved(&json!({"action": "accept", "content": {"approve": true}})).is_ok());
+        // Only the JSON `true` of an accepted form approves: every other answer refuses, and
+        // says how it read.
+        for (answer, says) in [
+            (
+                json!({"action": "accept", "content": {"approve": false}}),
+                "approve: false",
+            ),
+            (json!({"action": "accept", "content": {}}), "no `approve`"),
+            (json!({"action": "accept"}), "no `approve`"),
+            (
+                json!({"action": "accept", "content": {"approve": "false"}}),
+                "`\"false\"`",
+            ),
+            (
+                json!({"action": "accept", "content": {"approve": "true"}}),
+                "`\"true\"`",
+            ),
+            (
+                json!({"action": "accept", "content": {"approve": 0}}),
+                "`0`",
+            ),
+            (
+                json!({"action": "accept", "content": {"approve": 1}}),
+                "`1`",
+            ),
+            (
+                json!({"action": "accept", "content": {"approve": null}}),
+                "`null`",
+            ),
+            (
+                json!({"action": "accept", "content": {"approve": [true]}}),
+                "`[true]`",
+            ),
+            (
+                json!({"action": "decline", "content": {"approve": true}}),
+                "`decline`",
+            ),
+            (json!({"action": "cancel"}), "`cancel`"),
+            (json!({"content": {"approve": true}}), "no `action`"),
+            (
+                json!({"action": "ACCEPT", "content": {"approve": true}}),
+                "`ACCEPT`",
+            ),
+        ] {
+            let why = approved(&answer).expect_err(&answer.to_string());
+            assert!(why.contains(says), "{answer}: {why}");
+        }
+    }
+
+    #[test]
+    fn the_corpus_of_approvals_refuses_every_answer_but_true() {
+        let answers: Vec<Value> =
+            serde_json::from_str(include_str!("../../../tests/corpus/replay/approvals.json"))
+                .unwrap();
+        assert!(answers.len() >= 10);
+        for answer in answers {
+            assert!(approved(&answer).is_err(), "{answer} approved");
+        }
+    }
+
+    #[test]
+    fn a_digest_is_of_the_json_value_whatever_its_key_order() {
+        let one: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
+        let two: Value = serde_json::from_str(r#"{"a": {"x": "s", "y": [1, 2]}, "b": 1}"#).unwrap();
+        // `preserve_order` keeps the order the keys came in: the text differs, the digest not.
+        assert_ne!(one.to_string(), two.to_string());
+        assert_eq!(one, two);
+        assert_eq!(digest(&one), digest(&two));
+        assert_eq!(digest(&one).len(), 64);
+        // Any other value is another digest.
+        for other in [
+            json!({"b": 1.0, "a": {"y": [1, 2], "x": "s"}}),
+            json!({"b": 1, "a": {"y": [2, 1], "x": "s"}}),
+            json!({"b": 1, "a": {"y": [1, 2], "x": "s "}}),
+            json!({"b": 1, "a": {"y": [1, 2], "x": "s"}, "c": null}),
+            json!({"b": "1", "a": {"y": [1, 2], "x": "s"}}),
+            json!([{"b": 1, "a": {"y": [1, 2], "x": "s"}}]),
+            json!({"b": 1, "a": {"y": [1, 2], "x": "S"}}),
+        ] {
+            assert_ne!(digest(&one), digest(&other), "{other}");
+        }
+        // A key that holds what would be punctuation in a naive join is still its own key.
+        assert_ne!(digest(&json!({"a\":\"b": 1})), digest(&json!({"a": "b"})));
+        assert_ne!(digest(&json!({"a,b": 1})), digest(&json!({"a": 1, "b": 1})));
     }
 }

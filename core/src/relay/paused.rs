@@ -5,7 +5,7 @@
 use std::{
     collections::HashMap,
     sync::Mutex,
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use rmcp::model::{RequestStateCodec, SealOptions};
@@ -16,10 +16,14 @@ use tokio_util::sync::CancellationToken;
 use super::{Event, Point, Question};
 use crate::state_store::StateStore;
 
-/// How long a paused execution's `requestState` stays valid (its own time limit usually ends it
-/// sooner); a journal kept in the state store, and the claim that a state was replayed, live as
-/// long.
-const STATE_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long after its execution's deadline (its `timeout-ms` from its start) a `requestState`
+/// is still taken: room for the clocks of two replicas to disagree a little. Past it, the state
+/// is refused everywhere (-32602): the execution it names has timed out where it paused, and a
+/// replay would make its calls after its own time limit. A journal kept in the state store, and
+/// the claim that a state was replayed, live as long.
+pub const STATE_SLACK: Duration = Duration::from_secs(5);
+/// The longest any `requestState` lives, whatever its execution's time limit.
+const MAX_STATE_LIFE: Duration = Duration::from_secs(24 * 3600);
 /// The most executions waiting for a client's answer at once.
 const MAX_PAUSED: usize = 1024;
 /// The largest sealed journal a `requestState` carries itself (base64 makes it 4/3 of that in
@@ -37,8 +41,11 @@ const MAX_INLINE_JOURNAL: usize = 64 << 10;
 const MAX_INFLATED_JOURNAL: usize = 8 << 20;
 /// The sealed journal's format, its first byte (authenticated with it): 1 is the JSON of a
 /// [`Point`], raw deflate, then ChaCha20-Poly1305 (nonce, ciphertext, tag). Another value is a
-/// journal of another version of Runbyte, refused by name.
-const JOURNAL_FORMAT: u8 = 1;
+/// journal of another version of Runbyte, refused by name. Format 2 binds the journal to the
+/// state it belongs to: its associated data is the format byte and a digest of the state's
+/// identity ([`Paused::bound`]: replica, execution key, program, expiry), so a journal moved
+/// under another state's token in the store does not open. Format 1 (unbound) is refused.
+const JOURNAL_FORMAT: u8 = 2;
 
 /// One execution waiting for its client's answer.
 pub struct Waiting<T> {
@@ -52,6 +59,8 @@ pub struct Waiting<T> {
     pub cancel: CancellationToken,
     /// Its replay point, when it can resume anywhere.
     pub point: Option<Point>,
+    /// When the execution ends (its time limit): its state expires [`STATE_SLACK`] later.
+    pub deadline: SystemTime,
     since: Instant,
 }
 
@@ -62,9 +71,12 @@ pub struct Waiting<T> {
 /// program's text, so it answers only a retry of the same `execute_code`.
 ///
 /// A state resumes its execution once: where it paused, by taking it out of the table; elsewhere
-/// by replay, claimed in the state store when there is one (once across the replicas), else in
-/// this process (once per process). With a store, a state that could have been replayed is
-/// claimed where it paused too, so the execution never goes on twice.
+/// by replay, which needs a state store: the replay is claimed there (once across the replicas)
+/// and in this process. Without a store, nothing can tell one replica (or a restarted process)
+/// that another already replayed a state, so a state resumes only in the process that paused
+/// it, and a journal is not even made to travel. With a store, a state that could have been
+/// replayed is claimed where it paused too, so the execution never goes on twice. Every state
+/// expires with its execution (its deadline plus [`STATE_SLACK`], signed in the state).
 ///
 /// The journal's bounds, and where each is enforced:
 ///
@@ -73,12 +85,15 @@ pub struct Waiting<T> {
 /// | JSON recorded | 256 KiB | `execute::bridge` (`MAX_JOURNAL_BYTES`): past it, not replayable |
 /// | sealed, inline in the state | [`MAX_INLINE_JOURNAL`], 64 KiB | [`Paused::pause`]: past it, the store, else not replayable |
 /// | JSON inflated on resume | [`MAX_INFLATED_JOURNAL`], 8 MiB | [`Paused::resume`]: past it, refused |
-/// | life in the store, of the claim | [`STATE_TTL`], 24 h | Redis `EX` |
+/// | life of the state, in the store, of the claim | execution's deadline + [`STATE_SLACK`] (5 s), at most 24 h | the state's signed `expires`, Redis `EX` |
 /// | store connect, command | 2 s, 2 s | `crate::state_store` |
 pub struct Paused<T> {
     codec: RequestStateCodec,
     /// Encrypts the journal a state carries (the tool results the program saw).
     journal_key: ring::aead::LessSafeKey,
+    /// Keys the replay claims' names in the store.
+    claim_key: ring::hmac::Key,
+    /// This process among the replicas: random, opaque (no host name, no process id).
     replica: String,
     waiting: Mutex<HashMap<String, Waiting<T>>>,
     /// States this process resumed by replay, so that one is never replayed twice here (when
@@ -98,6 +113,9 @@ pub struct Paused<T> {
 struct StateText {
     replica: String,
     key: String,
+    /// When the state stops resuming anything: its execution's deadline plus
+    /// [`STATE_SLACK`], in milliseconds since the Unix epoch.
+    expires: u64,
     /// The sealed replay [`Point`] (see [`JOURNAL_FORMAT`]), base64url.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     journal: Option<String>,
@@ -113,9 +131,39 @@ impl StateText {
         self.journal.is_some() || self.stored.is_some()
     }
 
-    /// What a replay claims.
+    /// What a replay claims (in this process's memory; the store gets its keyed digest).
     fn id(&self) -> String {
         format!("{}|{}", self.replica, self.key)
+    }
+
+    fn expires_at(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.expires)
+    }
+
+    /// How long the state has left; zero once it expired.
+    fn left(&self) -> Duration {
+        self.expires_at()
+            .duration_since(SystemTime::now())
+            .unwrap_or_default()
+    }
+}
+
+/// `time` in milliseconds since the Unix epoch.
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// The key that names replay claims in the store: HKDF-SHA256 of the signing secret.
+fn claim_key(secret: &[u8]) -> ring::hmac::Key {
+    let salt = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"runbyte requestState claim");
+    let prk = salt.extract(secret);
+    match prk.expand(&[b"v1"], ring::hmac::HMAC_SHA256) {
+        Ok(okm) => ring::hmac::Key::from(okm),
+        // HMAC-SHA256's key length is always within HKDF's output limit.
+        Err(_) => ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret),
     }
 }
 
@@ -138,8 +186,12 @@ pub enum Resumed<T> {
         key: String,
         waiting: Box<Waiting<T>>,
     },
-    /// It paused elsewhere and can be resumed by replaying its journal.
-    Replay(Box<Point>),
+    /// It paused elsewhere and can be resumed by replaying its journal; its execution ends at
+    /// `deadline` (the first run's), and so does the replay.
+    Replay {
+        point: Box<Point>,
+        deadline: SystemTime,
+    },
 }
 
 /// Why a retry's `requestState` resumes nothing.
@@ -190,18 +242,17 @@ impl<T> Paused<T> {
             }
         };
         let journal_key = journal_key(&secret)?;
+        let claim_key = claim_key(&secret);
         let codec = RequestStateCodec::try_new(secret)
             .map_err(|e| format!("the requestState signing key is not usable: {e}"))?;
-        let mut tag = [0u8; 6];
+        // Random, so that a state says nothing of the machine or the process that paused it.
+        let mut tag = [0u8; 12];
         getrandom::fill(&mut tag).map_err(|e| format!("cannot name this process: {e}"))?;
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|name| name.trim().to_owned())
-            .unwrap_or_default();
-        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         Ok(Paused {
             codec,
             journal_key,
-            replica: format!("{host}/{}/{tag}", std::process::id()),
+            claim_key,
+            replica: super::hex(&tag),
             waiting: Mutex::new(HashMap::new()),
             replayed: Mutex::default(),
             keep,
@@ -227,16 +278,42 @@ impl<T> Paused<T> {
         {
             let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
             let keep = self.keep;
-            table.retain(|_, entry| entry.since.elapsed() < keep && !entry.answer.is_closed());
+            let now = SystemTime::now();
+            // Past its state's expiry, no retry can find an entry: it goes too.
+            table.retain(|_, entry| {
+                entry.since.elapsed() < keep
+                    && !entry.answer.is_closed()
+                    && now < entry.deadline + STATE_SLACK
+            });
             if table.len() >= MAX_PAUSED {
                 return Err(full());
             }
         }
-        let journal = match &waiting.point {
-            Some(point) => self.carry(point).await?,
-            None => Carried::Not,
+        let now = SystemTime::now();
+        let expires = (waiting.deadline + STATE_SLACK).min(now + MAX_STATE_LIFE);
+        let mut text = StateText {
+            replica: self.replica.clone(),
+            key,
+            expires: unix_ms(expires),
+            journal: None,
+            stored: None,
         };
-        let state = self.seal(&key, journal, code)?;
+        let code_digest = ring::digest::digest(&ring::digest::SHA256, code.as_bytes());
+        match &waiting.point {
+            // Without a store, no journal travels: no replica could tell whether another one
+            // (or this one, restarted) replayed it already.
+            Some(point) if self.store.is_some() => {
+                let bound = self.bound(&text, code_digest.as_ref());
+                match self.carry(point, &bound, text.left() + STATE_SLACK).await? {
+                    Carried::Not => {}
+                    Carried::Inline(journal) => text.journal = Some(journal),
+                    Carried::Stored(token) => text.stored = Some(token),
+                }
+            }
+            _ => {}
+        }
+        let state = self.seal(&text, code)?;
+        let key = text.key;
         let mut table = self.waiting.lock().map_err(|_| "poisoned".to_owned())?;
         // Pauses that ran while this one wrote to the store may have filled it.
         if table.len() >= MAX_PAUSED {
@@ -246,11 +323,25 @@ impl<T> Paused<T> {
         Ok(state)
     }
 
-    /// Where `point` travels: in the state, in the store, or (too large without a store, or the
-    /// store failing) nowhere.
-    async fn carry(&self, point: &Point) -> Result<Carried, String> {
+    /// What a journal of the state `text` (of a program whose SHA-256 is `code_digest`) is
+    /// sealed with as associated data: the format byte, then a digest of the state's identity.
+    fn bound(&self, text: &StateText, code_digest: &[u8]) -> Vec<u8> {
+        let mut identity = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in [text.replica.as_bytes(), text.key.as_bytes(), code_digest] {
+            identity.update(&(part.len() as u64).to_be_bytes());
+            identity.update(part);
+        }
+        identity.update(&text.expires.to_be_bytes());
+        let mut bound = vec![JOURNAL_FORMAT];
+        bound.extend_from_slice(identity.finish().as_ref());
+        bound
+    }
+
+    /// Where `point` travels: in the state, in the store (for `ttl`), or (the store failing)
+    /// nowhere.
+    async fn carry(&self, point: &Point, bound: &[u8], ttl: Duration) -> Result<Carried, String> {
         use base64::Engine as _;
-        let sealed = self.encrypt(point)?;
+        let sealed = self.encrypt(point, bound)?;
         if sealed.len() <= MAX_INLINE_JOURNAL {
             return Ok(Carried::Inline(
                 base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed),
@@ -264,7 +355,7 @@ impl<T> Paused<T> {
             );
             return Ok(Carried::Not);
         };
-        match store.put(&sealed, STATE_TTL).await {
+        match store.put(&sealed, ttl).await {
             Ok(token) => Ok(Carried::Stored(token)),
             Err(error) => {
                 tracing::warn!(
@@ -276,24 +367,14 @@ impl<T> Paused<T> {
         }
     }
 
-    fn seal(&self, key: &str, journal: Carried, code: &str) -> Result<String, String> {
-        let (journal, stored) = match journal {
-            Carried::Not => (None, None),
-            Carried::Inline(journal) => (Some(journal), None),
-            Carried::Stored(token) => (None, Some(token)),
-        };
-        let text = StateText {
-            replica: self.replica.clone(),
-            key: key.to_owned(),
-            journal,
-            stored,
-        };
-        let text = serde_json::to_vec(&text).map_err(|e| e.to_string())?;
+    fn seal(&self, text: &StateText, code: &str) -> Result<String, String> {
+        // The codec's own expiry is a second of slack past `expires`, so that a state past it
+        // reads as expired (by `expires`, with the message that says so) rather than as altered.
+        let ttl = text.left() + Duration::from_secs(1);
+        let text = serde_json::to_vec(text).map_err(|e| e.to_string())?;
         Ok(self.codec.seal_with(
             &text,
-            &SealOptions::new()
-                .ttl(STATE_TTL)
-                .associated_data(code.as_bytes()),
+            &SealOptions::new().ttl(ttl).associated_data(code.as_bytes()),
         ))
     }
 
@@ -315,17 +396,33 @@ impl<T> Paused<T> {
             .codec
             .open_with(state, code.as_bytes())
             .map_err(|error| {
-                ResumeError::Refused(format!(
-                    "the requestState was not issued by this Runbyte (nor a replica sharing its \
-                 state-key-file) for this program, or it was altered ({error})"
-                ))
+                ResumeError::Refused(match error {
+                    rmcp::model::RequestStateError::Expired => expired(),
+                    error => format!(
+                        "the requestState was not issued by this Runbyte (nor a replica sharing \
+                         its state-key-file) for this program, or it was altered ({error})"
+                    ),
+                })
             })?;
         let text: StateText = serde_json::from_slice(&payload).map_err(|_| {
             ResumeError::Refused("the requestState does not name an execution".to_owned())
         })?;
+        if text.left().is_zero() {
+            return Err(ResumeError::Refused(expired()));
+        }
         if text.replica == self.replica {
             return self.resume_here(text).await;
         }
+        let Some(store) = &self.store else {
+            return Err(ResumeError::Refused(
+                "the execution this answer belongs to paused in another Runbyte process (or \
+                 in this one before it restarted), and without a [server] state-store an \
+                 execution resumes only in the process that paused it (nothing else could make \
+                 sure it resumes once): route this client's retries to that replica, or give \
+                 every replica the same state-store"
+                    .to_owned(),
+            ));
+        };
         if !answered && text.replayable() {
             return Err(ResumeError::Refused(
                 "the retry carries no answer, and this execution paused on another replica: it \
@@ -337,26 +434,38 @@ impl<T> Paused<T> {
             (Some(journal), _) => base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(journal)
                 .map_err(|_| ResumeError::Refused(UNREADABLE.to_owned()))?,
-            (None, Some(token)) => self.fetch(&text, token).await?,
+            (None, Some(token)) => self.fetch(store, &text, token).await?,
             (None, None) => {
                 return Err(ResumeError::Refused(format!(
                     "the execution this answer belongs to waits in another Runbyte process \
-                     (`{}`) and cannot resume elsewhere (its question came while other calls \
-                     were in flight, or from a server's request during a call, or its journal \
-                     was too large to carry without a [server] state-store): route this \
-                     client's retries to that replica",
+                     (replica `{}`) and cannot resume elsewhere (its question came while other \
+                     calls were in flight, or from a server's request during a call, or the \
+                     state store failed when it paused): route this client's retries to that \
+                     replica",
                     text.replica
                 )));
             }
         };
-        let point = self.decrypt(&sealed).map_err(ResumeError::Refused)?;
-        self.claim(&text).await?;
-        if let (Some(store), Some(token)) = (&self.store, &text.stored)
+        let code_digest = ring::digest::digest(&ring::digest::SHA256, code.as_bytes());
+        let bound = self.bound(&text, code_digest.as_ref());
+        let point = self
+            .decrypt(&sealed, &bound)
+            .map_err(ResumeError::Refused)?;
+        self.claim(store, &text).await?;
+        if let Some(token) = &text.stored
             && let Err(error) = store.delete(token).await
         {
             tracing::warn!("{error}; it expires on its own");
         }
-        Ok(Resumed::Replay(Box::new(point)))
+        Ok(Resumed::Replay {
+            point: Box::new(point),
+            deadline: text.expires_at() - STATE_SLACK,
+        })
+    }
+
+    /// The name of `text`'s replay claim in the store: HMAC-SHA256 of its identity.
+    fn claim_name(&self, text: &StateText) -> String {
+        super::hex(ring::hmac::sign(&self.claim_key, text.id().as_bytes()).as_ref())
     }
 
     /// A state that paused in this process: its execution, taken out of the table. With a
@@ -379,7 +488,10 @@ impl<T> Paused<T> {
         if let Some(store) = &self.store
             && text.replayable()
         {
-            match store.claim(&text.id(), STATE_TTL).await {
+            match store
+                .claim(&self.claim_name(&text), text.left() + STATE_SLACK)
+                .await
+            {
                 Ok(true) => {
                     if let Some(token) = &text.stored
                         && let Err(error) = store.delete(token).await
@@ -403,19 +515,16 @@ impl<T> Paused<T> {
     }
 
     /// The sealed journal the store keeps for `text`.
-    async fn fetch(&self, text: &StateText, token: &str) -> Result<Vec<u8>, ResumeError> {
-        let Some(store) = &self.store else {
-            return Err(ResumeError::Refused(format!(
-                "the journal of this execution is in the state store of the replica that paused \
-                 it (`{}`), and this Runbyte has no [server] state-store: give every replica the \
-                 same one",
-                text.replica
-            )));
-        };
+    async fn fetch(
+        &self,
+        store: &StateStore,
+        text: &StateText,
+        token: &str,
+    ) -> Result<Vec<u8>, ResumeError> {
         match store.get(token).await {
             Ok(Some(sealed)) => Ok(sealed),
             Ok(None) => Err(ResumeError::Refused(
-                if store.claimed(&text.id()).await.unwrap_or(false) {
+                if store.claimed(&self.claim_name(text)).await.unwrap_or(false) {
                     ALREADY_USED.to_owned()
                 } else {
                     format!(
@@ -431,17 +540,37 @@ impl<T> Paused<T> {
         }
     }
 
-    /// Records that `text` is being replayed; refused when it was already.
-    async fn claim(&self, text: &StateText) -> Result<(), ResumeError> {
-        if let Some(store) = &self.store {
-            return match store.claim(&text.id(), STATE_TTL).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(ResumeError::Refused(ALREADY_USED.to_owned())),
-                Err(error) => Err(ResumeError::Store(format!(
+    /// Records that `text` is being replayed, in the store and in this process; refused when
+    /// it was already (the process's own record holds even if someone deletes the store's).
+    async fn claim(&self, store: &StateStore, text: &StateText) -> Result<(), ResumeError> {
+        self.claim_here(text)?;
+        match store
+            .claim(&self.claim_name(text), text.left() + STATE_SLACK)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ResumeError::Refused(ALREADY_USED.to_owned())),
+            Err(error) => {
+                // Not replayed after all: the same retry may come back once the store answers.
+                self.unclaim_here(text);
+                Err(ResumeError::Store(format!(
                     "{error}; without it Runbyte cannot make sure the execution resumes only once"
-                ))),
-            };
+                )))
+            }
         }
+    }
+
+    fn unclaim_here(&self, text: &StateText) {
+        if let Ok(mut replayed) = self.replayed.lock() {
+            let (seen, order) = &mut *replayed;
+            let id = text.id();
+            seen.remove(&id);
+            order.retain(|other| *other != id);
+        }
+    }
+
+    /// Records in this process that `text` is being replayed.
+    fn claim_here(&self, text: &StateText) -> Result<(), ResumeError> {
         let mut replayed = self
             .replayed
             .lock()
@@ -462,19 +591,20 @@ impl<T> Paused<T> {
         Ok(())
     }
 
-    /// `point` sealed: [`JOURNAL_FORMAT`], then its JSON deflated and encrypted.
-    fn encrypt(&self, point: &Point) -> Result<Vec<u8>, String> {
+    /// `point` sealed: [`JOURNAL_FORMAT`], then its JSON deflated and encrypted, with `bound`
+    /// ([`Paused::bound`]) as associated data.
+    fn encrypt(&self, point: &Point, bound: &[u8]) -> Result<Vec<u8>, String> {
         let json = serde_json::to_vec(point).map_err(|e| e.to_string())?;
-        self.seal_deflated(miniz_oxide::deflate::compress_to_vec(&json, 6))
+        self.seal_deflated(miniz_oxide::deflate::compress_to_vec(&json, 6), bound)
     }
 
-    fn seal_deflated(&self, mut sealed: Vec<u8>) -> Result<Vec<u8>, String> {
+    fn seal_deflated(&self, mut sealed: Vec<u8>, bound: &[u8]) -> Result<Vec<u8>, String> {
         let mut nonce = [0u8; ring::aead::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|e| format!("cannot make a nonce: {e}"))?;
         self.journal_key
             .seal_in_place_append_tag(
                 ring::aead::Nonce::assume_unique_for_key(nonce),
-                ring::aead::Aad::from([JOURNAL_FORMAT]),
+                ring::aead::Aad::from(bound),
                 &mut sealed,
             )
             .map_err(|_| "cannot encrypt the journal".to_owned())?;
@@ -485,7 +615,7 @@ impl<T> Paused<T> {
         Ok(out)
     }
 
-    fn decrypt(&self, sealed: &[u8]) -> Result<Point, String> {
+    fn decrypt(&self, sealed: &[u8], bound: &[u8]) -> Result<Point, String> {
         let unreadable = || UNREADABLE.to_owned();
         let Some((&format, rest)) = sealed.split_first() else {
             return Err(unreadable());
@@ -505,8 +635,12 @@ impl<T> Paused<T> {
         let mut sealed = sealed.to_vec();
         let deflated = self
             .journal_key
-            .open_in_place(nonce, ring::aead::Aad::from([format]), &mut sealed)
-            .map_err(|_| unreadable())?;
+            .open_in_place(nonce, ring::aead::Aad::from(bound), &mut sealed)
+            .map_err(|_| {
+                "the requestState's journal cannot be read: it was altered, or it belongs to \
+                 another state (a journal moved in the state store)"
+                    .to_owned()
+            })?;
         let json =
             miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, MAX_INFLATED_JOURNAL)
                 .map_err(|error| match error.status {
@@ -522,6 +656,14 @@ impl<T> Paused<T> {
 
 const UNREADABLE: &str = "the requestState's journal cannot be read";
 
+fn expired() -> String {
+    format!(
+        "the requestState has expired: a state lives as long as its execution (its time limit, \
+         timeout-ms) and {} s more, and the execution it names has timed out",
+        STATE_SLACK.as_secs()
+    )
+}
+
 impl<T> Waiting<T> {
     /// A waiting execution, from now.
     pub fn new(
@@ -530,6 +672,7 @@ impl<T> Waiting<T> {
         events: mpsc::Receiver<Event<T>>,
         cancel: CancellationToken,
         point: Option<Point>,
+        deadline: SystemTime,
     ) -> Self {
         Waiting {
             question,
@@ -537,6 +680,7 @@ impl<T> Waiting<T> {
             events,
             cancel,
             point,
+            deadline,
             since: Instant::now(),
         }
     }
@@ -549,7 +693,7 @@ mod journal_tests {
     use serde_json::json;
 
     use super::*;
-    use crate::relay::{Origin, Recorded, approval};
+    use crate::relay::{Asking, Origin, Recorded, approval};
 
     fn point(results: Vec<Value>) -> Point {
         Point {
@@ -568,9 +712,14 @@ mod journal_tests {
                 .collect(),
             index: 1,
             origin: Origin::InputRequired,
+            asking: Asking::of("s", "t", crate::relay::digest(&json!({})), &question()),
             seed: 7,
             observed: Default::default(),
         }
+    }
+
+    fn question() -> Question {
+        approval("q", "s", "t", &json!({}))
     }
 
     /// A journal whose sealed form is past the inline cap: 96 KiB of text that deflate cannot
@@ -598,31 +747,51 @@ mod journal_tests {
         Paused::new(Duration::from_secs(60), Some(secret.to_vec()), store).unwrap()
     }
 
-    fn asking(point: Point) -> (Waiting<u32>, CancellationToken) {
+    /// A minute from now: an execution with time left.
+    fn soon() -> SystemTime {
+        SystemTime::now() + Duration::from_secs(60)
+    }
+
+    fn asking_until(
+        point: Option<Point>,
+        deadline: SystemTime,
+    ) -> (Waiting<u32>, CancellationToken) {
         let (answer, _answered) = oneshot::channel();
         let (_events_tx, events) = mpsc::channel(1);
         let cancel = CancellationToken::new();
-        let question = approval("q", "s", "t", &json!({}));
-        let waiting = Waiting::new(question, answer, events, cancel.clone(), Some(point));
+        let waiting = Waiting::new(question(), answer, events, cancel.clone(), point, deadline);
         (waiting, cancel)
+    }
+
+    fn asking(point: Point) -> (Waiting<u32>, CancellationToken) {
+        asking_until(Some(point), soon())
     }
 
     fn replayed(resumed: Result<Resumed<u32>, ResumeError>) -> Point {
         match resumed {
-            Ok(Resumed::Replay(point)) => *point,
+            Ok(Resumed::Replay { point, .. }) => *point,
             Ok(Resumed::Here { .. }) => panic!("resumed here"),
             Err(error) => panic!("{error}"),
         }
     }
 
+    fn refused(resumed: Result<Resumed<u32>, ResumeError>) -> String {
+        match resumed {
+            Err(ResumeError::Refused(why)) => why,
+            Err(ResumeError::Store(why)) => panic!("the store: {why}"),
+            Ok(_) => panic!("resumed"),
+        }
+    }
+
     const KEY: &[u8] = b"a shared key of thirty-two bytes!";
+    const BOUND: &[u8] = b"\x02the identity of a state";
 
     #[test]
     fn the_journal_travels_compressed_and_encrypted_and_an_altered_one_is_unreadable() {
         let paused = paused(&b"k".repeat(32), None);
         let point = point(vec![json!("secret-result"); 200]);
         let json = serde_json::to_vec(&point).unwrap();
-        let sealed = paused.encrypt(&point).unwrap();
+        let sealed = paused.encrypt(&point, BOUND).unwrap();
         assert!(
             sealed.len() * 10 < json.len(),
             "{} of {}",
@@ -631,20 +800,25 @@ mod journal_tests {
         );
         assert_eq!(sealed[0], JOURNAL_FORMAT);
         assert!(!String::from_utf8_lossy(&sealed).contains("secret"));
-        assert_eq!(paused.decrypt(&sealed).unwrap(), point);
+        assert_eq!(paused.decrypt(&sealed, BOUND).unwrap(), point);
         let mut altered = sealed.clone();
         let last = altered.len() - 1;
         altered[last] ^= 1;
-        assert_eq!(paused.decrypt(&altered).unwrap_err(), UNREADABLE);
-        // The format byte is authenticated, and another one is refused by name.
+        let error = paused.decrypt(&altered, BOUND).unwrap_err();
+        assert!(error.contains("cannot be read"), "{error}");
+        // Sealed for one state, it does not open for another.
+        let error = paused.decrypt(&sealed, b"\x02another state").unwrap_err();
+        assert!(error.contains("belongs to another state"), "{error}");
+        // The format byte is authenticated, and another one is refused by name: format 1, the
+        // journal bound to nothing, too.
         let mut other_format = sealed.clone();
-        other_format[0] = 2;
-        let error = paused.decrypt(&other_format).unwrap_err();
-        assert!(error.contains("format 2"), "{error}");
-        assert!(paused.decrypt(&[]).is_err());
+        other_format[0] = 1;
+        let error = paused.decrypt(&other_format, BOUND).unwrap_err();
+        assert!(error.contains("format 1"), "{error}");
+        assert!(paused.decrypt(&[], BOUND).is_err());
         // Another key cannot read it.
         let other = Paused::<u32>::new(Duration::from_secs(60), Some(b"o".repeat(32)), None);
-        assert!(other.unwrap().decrypt(&sealed).is_err());
+        assert!(other.unwrap().decrypt(&sealed, BOUND).is_err());
     }
 
     #[test]
@@ -654,12 +828,12 @@ mod journal_tests {
         // the right key, as a peer that holds the key could.
         let bomb = miniz_oxide::deflate::compress_to_vec(&vec![b' '; 16 << 20], 10);
         assert!(bomb.len() < MAX_INLINE_JOURNAL, "{}", bomb.len());
-        let sealed = paused.seal_deflated(bomb).unwrap();
-        let error = paused.decrypt(&sealed).unwrap_err();
+        let sealed = paused.seal_deflated(bomb, BOUND).unwrap();
+        let error = paused.decrypt(&sealed, BOUND).unwrap_err();
         assert!(error.contains("inflates past 8 MiB"), "{error}");
         // Just under the bound, it inflates (and is then no journal).
         let json = miniz_oxide::deflate::compress_to_vec(&vec![b' '; MAX_INFLATED_JOURNAL], 10);
-        let error = paused.decrypt(&paused.seal_deflated(json).unwrap());
+        let error = paused.decrypt(&paused.seal_deflated(json, BOUND).unwrap(), BOUND);
         assert_eq!(error.unwrap_err(), UNREADABLE);
     }
 
@@ -674,11 +848,13 @@ mod journal_tests {
         // A small journal stays in the state.
         let small = point(vec![json!(1)]);
         assert!(matches!(
-            one.carry(&small).await.unwrap(),
+            one.carry(&small, BOUND, Duration::from_secs(60))
+                .await
+                .unwrap(),
             Carried::Inline(_)
         ));
         let large = large_point();
-        assert!(one.encrypt(&large).unwrap().len() > MAX_INLINE_JOURNAL);
+        assert!(one.encrypt(&large, BOUND).unwrap().len() > MAX_INLINE_JOURNAL);
         let (waiting, cancel) = asking(large.clone());
         let state = one.pause("k1".to_owned(), waiting, "code").await.unwrap();
         assert!(state.len() < 1024, "{} bytes", state.len());
@@ -704,37 +880,183 @@ mod journal_tests {
     }
 
     #[tokio::test]
-    async fn without_a_store_a_journal_past_the_cap_resumes_only_where_it_paused() {
+    async fn without_a_store_a_state_resumes_only_in_the_process_that_paused_it() {
+        // Two processes sharing the key (two replicas, or one restarted): without a store,
+        // nothing could tell the second that the first, or a third, replayed the state already.
         let (one, two) = (paused(KEY, None), paused(KEY, None));
-        let (waiting, _cancel) = asking(large_point());
-        let state = one.pause("k".to_owned(), waiting, "code").await.unwrap();
-        assert!(state.len() < 1024, "{} bytes", state.len());
-        let error = two
-            .resume(&state, "code", true)
-            .await
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            error.contains("cannot resume elsewhere") && error.contains(&one.replica),
-            "{error}"
-        );
-        assert!(matches!(
-            one.resume(&state, "code", true).await,
-            Ok(Resumed::Here { .. })
-        ));
-        // A replica without the store cannot read a journal another one stored.
-        let store = StateStore::memory();
-        let three = paused(KEY, Some(store));
-        let (waiting, _cancel) = asking(large_point());
+        for point in [point(vec![json!(1)]), large_point()] {
+            let (waiting, _cancel) = asking(point);
+            let state = one.pause("k".to_owned(), waiting, "code").await.unwrap();
+            // No journal travels at all.
+            assert!(state.len() < 1024, "{} bytes", state.len());
+            let error = refused(two.resume(&state, "code", true).await);
+            assert!(
+                error.contains("resumes only in the process that paused it")
+                    && error.contains("state-store"),
+                "{error}"
+            );
+            assert!(matches!(
+                one.resume(&state, "code", true).await,
+                Ok(Resumed::Here { .. })
+            ));
+        }
+        // A replica without the store cannot replay a state another one paused with a store.
+        let three = paused(KEY, Some(StateStore::memory()));
+        let (waiting, _cancel) = asking(point(vec![json!(1)]));
         let state = three.pause("k".to_owned(), waiting, "code").await.unwrap();
-        let error = two
-            .resume(&state, "code", true)
-            .await
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(error.contains("no [server] state-store"), "{error}");
+        let error = refused(two.resume(&state, "code", true).await);
+        assert!(error.contains("state-store"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_state_expires_with_its_execution() {
+        let store = StateStore::memory();
+        let (one, two) = (
+            paused(KEY, Some(store.clone())),
+            paused(KEY, Some(store.clone())),
+        );
+        // The replay ends when the execution it resumes would have.
+        let deadline = soon();
+        let (waiting, _cancel) = asking_until(Some(point(vec![json!(1)])), deadline);
+        let state = one.pause("k1".to_owned(), waiting, "code").await.unwrap();
+        match two.resume(&state, "code", true).await {
+            Ok(Resumed::Replay { deadline: then, .. }) => {
+                let off = then
+                    .duration_since(deadline)
+                    .unwrap_or_else(|e| e.duration());
+                assert!(off < Duration::from_millis(2), "{off:?}");
+            }
+            _ => panic!("not replayed"),
+        }
+        // An execution past its deadline and the slack: refused where it paused and elsewhere,
+        // saying so, and nothing is claimed.
+        let past = SystemTime::now() - STATE_SLACK - Duration::from_millis(10);
+        for key in ["k2", "k3"] {
+            let (waiting, _cancel) = asking_until(Some(point(vec![json!(1)])), past);
+            let state = one.pause(key.to_owned(), waiting, "code").await.unwrap();
+            for replica in [&two, &one] {
+                let error = refused(replica.resume(&state, "code", true).await);
+                assert!(error.contains("has expired"), "{error}");
+            }
+        }
+        // Within the slack, it still resumes.
+        let just = SystemTime::now() - Duration::from_secs(1);
+        let (waiting, _cancel) = asking_until(Some(point(vec![json!(1)])), just);
+        let state = one.pause("k4".to_owned(), waiting, "code").await.unwrap();
+        replayed(two.resume(&state, "code", true).await);
+        // The codec's own expiry (a second past the state's) reads as expired too.
+        let error = one.codec.open_with("x", b"code").err();
+        assert!(error.is_some());
+        let text = StateText {
+            replica: "r".into(),
+            key: "k".into(),
+            expires: unix_ms(SystemTime::now()),
+            journal: None,
+            stored: None,
+        };
+        let sealed = one.codec.seal_with(
+            &serde_json::to_vec(&text).unwrap(),
+            &SealOptions::new()
+                .ttl(Duration::from_millis(1))
+                .associated_data(b"code"),
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        let error = refused(one.resume(&sealed, "code", true).await);
+        assert!(error.contains("has expired"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_journal_moved_to_another_state_in_the_store_does_not_open() {
+        let store = StateStore::memory();
+        let (one, two) = (
+            paused(KEY, Some(store.clone())),
+            paused(KEY, Some(store.clone())),
+        );
+        let mut secret = large_point();
+        secret.recorded.get_mut(&0).unwrap().result = Ok(json!("X's secret result"));
+        let (x, _cancel) = asking(secret);
+        let x = one.pause("x".to_owned(), x, "code").await.unwrap();
+        let (y, _cancel) = asking(large_point());
+        let y = one.pause("y".to_owned(), y, "code").await.unwrap();
+        // Whoever writes to the store copies X's journal over Y's.
+        store.tamper(|map| {
+            let journals: Vec<Vec<u8>> = map
+                .keys()
+                .filter(|key| key.starts_with(b"runbyte:journal:"))
+                .cloned()
+                .collect();
+            assert_eq!(journals.len(), 2);
+            let (first, second) = (journals[0].clone(), journals[1].clone());
+            let (a, b) = (map[&first].clone(), map[&second].clone());
+            map.insert(first, b);
+            map.insert(second, a);
+        });
+        for state in [&x, &y] {
+            let error = refused(two.resume(state, "code", true).await);
+            assert!(error.contains("belongs to another state"), "{error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_deleted_claim_does_not_replay_a_state_twice_on_the_same_replica() {
+        let store = StateStore::memory();
+        let (one, two) = (
+            paused(KEY, Some(store.clone())),
+            paused(KEY, Some(store.clone())),
+        );
+        let (waiting, _cancel) = asking(point(vec![json!(1)]));
+        let state = one.pause("k".to_owned(), waiting, "code").await.unwrap();
+        replayed(two.resume(&state, "code", true).await);
+        // The claim's name says nothing of the state: a keyed digest, no replica, no key.
+        let mut claims = Vec::new();
+        store.tamper(|map| {
+            claims = map
+                .keys()
+                .filter(|key| key.starts_with(b"runbyte:replayed:"))
+                .cloned()
+                .collect();
+            map.retain(|key, _| !key.starts_with(b"runbyte:replayed:"));
+        });
+        assert_eq!(claims.len(), 1);
+        let name = String::from_utf8(claims[0]["runbyte:replayed:".len()..].to_vec()).unwrap();
+        assert!(
+            name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{name}"
+        );
+        assert!(
+            !name.contains(&one.replica) && !name.contains('|'),
+            "{name}"
+        );
+        // Deleted from the store, the claim still holds on the replica that replayed it.
+        let error = refused(two.resume(&state, "code", true).await);
+        assert!(error.contains("already used"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_state_names_its_replica_by_an_opaque_random_id() {
+        let one = paused(KEY, None);
+        let two = paused(KEY, None);
+        assert_ne!(one.replica, two.replica);
+        assert!(
+            one.replica.len() == 24 && one.replica.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{}",
+            one.replica
+        );
+        let (waiting, _cancel) = asking_until(None, soon());
+        let state = one.pause("k".to_owned(), waiting, "code").await.unwrap();
+        let payload = String::from_utf8(one.codec.open_with(&state, b"code").unwrap()).unwrap();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = host.trim();
+        assert!(
+            host.is_empty() || !payload.contains(host),
+            "{payload} names the host {host}"
+        );
+        assert!(
+            !payload.contains(&format!("/{}/", std::process::id())),
+            "{payload}"
+        );
+        let text: Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(text["replica"], json!(one.replica), "{payload}");
     }
 
     #[tokio::test]
@@ -744,7 +1066,9 @@ mod journal_tests {
         let started = Instant::now();
         // Past the cap: the store fails, so the state carries no journal.
         assert!(matches!(
-            one.carry(&large_point()).await.unwrap(),
+            one.carry(&large_point(), BOUND, Duration::from_secs(60))
+                .await
+                .unwrap(),
             Carried::Not
         ));
         // A small journal travels inline, but its replay cannot be claimed: refused, for now.

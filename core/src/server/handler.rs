@@ -331,7 +331,9 @@ impl Session {
             Ok(key) => format!("{}/{key}", self.session),
             Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
         };
-        let prepared = match execute::prepare(
+        // A replay ends when the execution it resumes would have: its state expires then.
+        let resumed_deadline = replay.as_ref().map(Replaying::deadline);
+        let mut prepared = match execute::prepare(
             &self.gateway,
             &session,
             Some(&self.listener),
@@ -347,6 +349,16 @@ impl Session {
             Ok(prepared) => prepared,
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
         };
+        let mut deadline = std::time::SystemTime::now() + prepared.limits.timeout;
+        if let Some(resumed) = resumed_deadline
+            && resumed < deadline
+        {
+            let left = resumed
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            prepared.limits.timeout = left;
+            deadline = resumed;
+        }
         let progress = progress_ticker(context, &prepared);
         let cancel = CancellationToken::new();
         let (gateway, running) = (self.gateway.clone(), cancel.clone());
@@ -357,7 +369,9 @@ impl Session {
             gateway.tokens.forget(&session);
             let _ = done.send(Event::Done(result)).await;
         });
-        let answer = self.next_event(events, cancel, &code, context).await;
+        let answer = self
+            .next_event(events, (cancel, deadline), &code, context)
+            .await;
         if let Some(progress) = progress {
             progress.abort();
         }
@@ -371,7 +385,7 @@ impl Session {
     async fn next_event(
         &self,
         mut events: mpsc::Receiver<Event<CallToolResult>>,
-        cancel: CancellationToken,
+        (cancel, deadline): (CancellationToken, std::time::SystemTime),
         code: &str,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
@@ -395,7 +409,8 @@ impl Session {
             }) => {
                 let question = *question;
                 let point = point.map(|point| *point);
-                let waiting = Waiting::new(question.clone(), answer, events, cancel, point);
+                let waiting =
+                    Waiting::new(question.clone(), answer, events, cancel, point, deadline);
                 self.pause(question, waiting, code).await
             }
         }
@@ -463,7 +478,7 @@ impl Session {
             })?;
         let waiting = match resumed {
             Resumed::Here { waiting, .. } => *waiting,
-            Resumed::Replay(point) => {
+            Resumed::Replay { point, deadline } => {
                 let Some(answer) = answer else {
                     return Err(invalid(format!(
                         "inputResponses.{INPUT_KEY} is missing: the answer is what resumes the \
@@ -474,7 +489,7 @@ impl Session {
                     calls = point.recorded.len(),
                     "resuming an execution by replay"
                 );
-                let replay = Replaying::new(*point, answer);
+                let replay = Replaying::new(*point, answer, deadline);
                 return Ok(self.execute_stateless(code, Some(replay), context).await);
             }
         };
@@ -496,10 +511,13 @@ impl Session {
                     answer: reply,
                     events,
                     cancel,
+                    deadline,
                     ..
                 } = waiting;
                 let _ = reply.send(Ok(answer));
-                Ok(self.next_event(events, cancel, &code, context).await)
+                Ok(self
+                    .next_event(events, (cancel, deadline), &code, context)
+                    .await)
             }
         }
     }
