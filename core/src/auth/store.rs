@@ -150,13 +150,17 @@ impl Store {
         };
         let lock_path = path.with_extension("lock");
         if let Some(dir) = lock_path.parent() {
-            std::fs::create_dir_all(dir)
+            crate::config::private_dir(dir)
                 .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
         }
+        // Never through a symbolic link planted at its (predictable) name.
         let mut options = std::fs::OpenOptions::new();
         options.create(true).truncate(false).write(true);
         #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        }
         let file = options
             .open(&lock_path)
             .map_err(|error| format!("cannot open {}: {error}", lock_path.display()))?;

@@ -8,7 +8,7 @@
 mod expand;
 mod private;
 
-pub use private::{read_private, write_private};
+pub use private::{create_new_private, private_dir, read_private, write_private};
 mod import;
 mod locate;
 #[cfg(test)]
