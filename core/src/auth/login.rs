@@ -256,6 +256,9 @@ pub async fn login(
     let response =
         exchanged.map_err(|error| failed("the authorization server refused the code", error))?;
     keep_secret(oauth2::TokenResponse::access_token(&response).secret());
+    if let Some(refresh) = oauth2::TokenResponse::refresh_token(&response) {
+        keep_secret(refresh.secret());
+    }
     account.logged_in().await;
     let stored = account.store.load()?.and_then(|saved| saved.credentials);
     Ok(Granted {

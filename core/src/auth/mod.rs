@@ -82,9 +82,28 @@ async fn manager_for(url: &str) -> Result<AuthorizationManager, AuthError> {
     AuthorizationManager::new(url).await
 }
 
-/// Adds a token to the redaction layer.
+/// Adds a token (or a registered client's secret) to the redaction layer: from now on it is
+/// redacted from every output and kept from programs (`crate::redact::learn`).
 fn keep_secret(token: &str) {
-    crate::redact::install(&crate::redact::Secrets::new([token.to_owned()]));
+    crate::redact::learn(token);
+}
+
+/// Adds every secret a credentials file holds (the refresh token, the client secret) to the
+/// redaction layer, as the access token is when it is used.
+fn keep_saved_secrets(saved: &store::Saved) {
+    if let Some(secret) = saved.client.as_ref().and_then(|c| c.client_secret.as_ref()) {
+        keep_secret(secret);
+    }
+    if let Some(response) = saved
+        .credentials
+        .as_ref()
+        .and_then(|c| c.token_response.as_ref())
+    {
+        keep_secret(oauth2::TokenResponse::access_token(response).secret());
+        if let Some(refresh) = oauth2::TokenResponse::refresh_token(response) {
+            keep_secret(refresh.secret());
+        }
+    }
 }
 
 /// One server's credentials at run time.
@@ -387,6 +406,9 @@ impl Account {
             }
         };
         keep_secret(&token);
+        if let Ok(Some(saved)) = self.store.load() {
+            keep_saved_secrets(&saved);
+        }
         let (renew_at, refreshable) = self.stored_expiry().unwrap_or((None, false));
         // A token that cannot be refreshed is used until it expires.
         live.renew_at = if refreshable {
