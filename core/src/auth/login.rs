@@ -117,14 +117,41 @@ pub async fn login(
     let metadata = resolution.metadata;
     manager.set_metadata(metadata.clone());
     let saved = account.store.load()?.unwrap_or_default();
+    // The authorization server is held to the pinned one (SEP-2352 lets a server move): a
+    // configured `authorization-server` admits no other; a recorded one gives way to this login
+    // (a person runs it and sees where the browser goes), except that a configured client
+    // secret belongs to the one it was issued by and is never sent to another.
+    let named = super::authorization_server_of(&metadata);
+    if let Err(refused) = account.check_authorization_server(&metadata, Some(&saved)) {
+        if matches!(account.pin(Some(&saved)), Some(super::Pin::Configured(_))) {
+            return Err(refused);
+        }
+        if account.settings.client_secret.is_some() {
+            return Err(format!(
+                "{server}: it now names authorization server `{named}`, but the configured \
+                 `client-secret` was issued by `{}`: nothing was sent to `{named}`; if \
+                 `{named}` is right, set `authorization-server = \"{named}\"` in \
+                 [servers.{server}] (with the client it issued)",
+                saved.pinned().unwrap_or_default()
+            ));
+        }
+        say(&format!(
+            "Note: `{server}` now names authorization server `{named}`; its old credentials were \
+             issued by `{}`. Logging in trusts `{named}` from now on.",
+            saved.pinned().unwrap_or_default()
+        ));
+    }
     // What was kept belongs to the authorization server that issued it: a server that moved to
-    // another one (SEP-2352) gets a new registration and no old scopes.
+    // another one gets a new registration and no old scopes.
     let same_issuer = saved
         .client
         .as_ref()
         .map(|client| client.issuer.clone())
         .or_else(|| saved.credentials.as_ref().map(|c| c.issuer.clone()))
-        .is_none_or(|issuer| issuer == metadata.issuer);
+        .is_none_or(|issuer| issuer == metadata.issuer)
+        && saved
+            .pinned()
+            .is_none_or(|pinned| super::same_authorization_server(pinned, &named));
 
     // Scopes: as configured, else as the server asks; with those of the last login (a step-up
     // asks for more, never fewer).
@@ -197,6 +224,7 @@ pub async fn login(
             client: Some(client),
             scopes: scopes.clone(),
             credentials: None,
+            authorization_server: Some(named.clone()),
         },
     ));
     let url = manager

@@ -34,6 +34,22 @@ pub struct Saved {
     /// The token response and what rmcp keeps with it.
     #[serde(default)]
     pub credentials: Option<StoredCredentials>,
+    /// The authorization server (its issuer, else its token endpoint) these were issued by, as
+    /// recorded at the first login or client-credentials grant: secrets and tokens go to no
+    /// other until a login trusts another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_server: Option<String>,
+}
+
+impl Saved {
+    /// The authorization server these credentials are pinned to: as recorded, else (a file
+    /// from before the pin was recorded) the issuer of the client or of the tokens.
+    pub fn pinned(&self) -> Option<&str> {
+        self.authorization_server
+            .as_deref()
+            .or_else(|| self.client.as_ref().and_then(|c| c.issuer.as_deref()))
+            .or_else(|| self.credentials.as_ref().and_then(|c| c.issuer.as_deref()))
+    }
 }
 
 /// The OAuth client Runbyte is, for one authorization server.
