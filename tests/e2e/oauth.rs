@@ -16,8 +16,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use runbyte_tests::{Output, TempDir, config_of, repo_root, result_json, run, runbyte, test_dep};
-use serde_json::Value;
+use runbyte_tests::{
+    Output, TempDir, call, client, config_of, repo_root, result_json, run, runbyte, test_dep,
+};
+use serde_json::{Value, json};
 
 /// How long the server's access tokens live, in seconds.
 const TOKEN_LIFETIME: u64 = 2;
@@ -39,10 +41,23 @@ impl OAuthServer {
 
     /// With access tokens that live `lifetime` seconds.
     fn with_lifetime(python: &Path, dir: &TempDir, lifetime: u64) -> OAuthServer {
-        let log = dir.path().join("oauth-server.log");
+        Self::named(python, dir, "oauth-server", lifetime, &[])
+    }
+
+    /// Its log in `<label>.log`, tokens that live `lifetime` seconds, and pre-registered
+    /// `clients` (`ID:SECRET`).
+    fn named(
+        python: &Path,
+        dir: &TempDir,
+        label: &str,
+        lifetime: u64,
+        clients: &[&str],
+    ) -> OAuthServer {
+        let log = dir.path().join(format!("{label}.log"));
         let mut child = Command::new(python)
             .arg(repo_root().join("tests/python/oauth_server.py"))
             .args(["--port", "0", "--token-lifetime", &lifetime.to_string()])
+            .args(clients.iter().flat_map(|client| ["--client", client]))
             .arg("--log")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -83,13 +98,25 @@ impl OAuthServer {
 
     /// Its counters (`/stats`).
     fn stats(&self) -> Value {
+        self.get("/stats")
+    }
+
+    /// Its protected-resource metadata names `other` as its authorization server from now on.
+    fn switch_to(&self, other: &OAuthServer) {
+        self.get(&format!("/switch?to={}", other.base));
+    }
+
+    /// A GET of one of its unprotected paths; the JSON answer.
+    fn get(&self, path: &str) -> Value {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port())).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
-        stream
-            .write_all(b"GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
         let (head, body) = answer.split_once("\r\n\r\n").unwrap();
@@ -601,4 +628,287 @@ fn a_refused_token_is_refreshed_once_and_a_refused_refresh_needs_a_login() {
             "{what}: {result}"
         );
     }
+}
+
+/// `execute_code` of `program` through a real MCP client connected to `runbyte serve` (its
+/// state folder `dir/state`, where `login` keeps the tokens); the answer's text.
+async fn execute(dir: &TempDir, program: &str) -> String {
+    let client = client(dir).await;
+    let (text, _) = call(&client, "execute_code", json!({ "code": program })).await;
+    client.cancel().await.unwrap();
+    text
+}
+
+/// The value a credentials file records as its authorization server.
+fn recorded_authorization_server(dir: &TempDir) -> Vec<String> {
+    let (files, _, _) = stored_tokens(dir);
+    let mut found = Vec::new();
+    for file in files {
+        let value: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        if let Some(pinned) = value["authorization_server"].as_str() {
+            found.push(pinned.to_owned());
+        }
+    }
+    found
+}
+
+/// A client-credentials server whose protected-resource metadata switches to another
+/// authorization server while Runbyte runs: the configured client secret never reaches it. The
+/// first grant pins the authorization server in the credentials file; the next grant (after the
+/// server refused the token) is refused by name, saying which server is named and which issued
+/// the credentials. A configured `authorization-server` is held to the same way, from the first
+/// grant on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_secret_goes_only_to_the_pinned_authorization_server() {
+    let Some(python) = test_dep("venv/bin/python") else {
+        return;
+    };
+    const SECRET: &str = "cc-secret-5566778899";
+    let dir = TempDir::new("oauth-pinned-cc");
+    let client_arg = format!("cc-client:{SECRET}");
+    let server = OAuthServer::named(&python, &dir, "resource", 3600, &[&client_arg]);
+    let hostile = OAuthServer::named(&python, &dir, "hostile", 3600, &[&client_arg]);
+    let table = |name: &str, extra: &str| {
+        format!(
+            "[servers.{name}]\nurl = \"{}/mcp\"\nauth = \"client-credentials\"\n\
+             client-id = \"cc-client\"\nclient-secret = \"{SECRET}\"\n{extra}",
+            server.base
+        )
+    };
+    dir.write(
+        "runbyte.toml",
+        &config_of(&[
+            table("secure", ""),
+            table(
+                "pinned",
+                &format!("authorization-server = \"{}\"\n", server.base),
+            ),
+        ]),
+    );
+    let client = client(&dir).await;
+    let first = call(
+        &client,
+        "execute_code",
+        json!({ "code": "import { callTool } from 'runbyte:bridge';\n\
+                 export default await callTool('secure', 'whoami', {});" }),
+    )
+    .await
+    .0;
+    assert!(first.contains("cc-client"), "{first}\n{}", server.log());
+    assert!(
+        server.stats()["client_credentials_grants"].as_u64() >= Some(1),
+        "{}",
+        server.log()
+    );
+    let recorded = recorded_authorization_server(&dir);
+    assert!(
+        !recorded.is_empty() && recorded.iter().all(|pinned| *pinned == server.base),
+        "the first grant's authorization server is recorded: {recorded:?}"
+    );
+
+    // The server now names another authorization server, and forgets its tokens.
+    server.switch_to(&hostile);
+    let (after, _) = call(
+        &client,
+        "execute_code",
+        json!({ "code": "import { callTool } from 'runbyte:bridge';\n\
+                 await callTool('secure', 'revoke', {});\n\
+                 const out = {};\n\
+                 for (const s of ['secure', 'pinned']) {\n\
+                   try { out[s] = await callTool(s, 'whoami', {}); }\n\
+                   catch (e) { out[s] = String(e.message ?? e); }\n\
+                 }\n\
+                 export default out;" }),
+    )
+    .await;
+    client.cancel().await.unwrap();
+    let result = result_json(&after);
+    let secure = result["secure"].as_str().unwrap_or_default();
+    assert!(
+        secure.contains(&format!(
+            "now names authorization server `{}`, but its credentials were issued by `{}`",
+            hostile.base, server.base
+        )) && secure.contains("nothing was sent"),
+        "{result}\n{}",
+        server.log()
+    );
+    let pinned = result["pinned"].as_str().unwrap_or_default();
+    assert!(
+        pinned.contains(&format!(
+            "names authorization server `{}`, but `authorization-server` in [servers.pinned] is `{}`",
+            hostile.base, server.base
+        )),
+        "{result}"
+    );
+    let stats = hostile.stats();
+    assert_eq!(
+        stats["token_requests"],
+        0,
+        "the secret went to it: {stats}\n{}",
+        hostile.log()
+    );
+    assert_eq!(stats["client_secrets_received"], 0, "{stats}");
+    assert_eq!(stats["registrations"], 0, "{stats}");
+    assert!(!after.contains(SECRET), "{after}");
+}
+
+/// `runbyte login` with a configured client and secret pins the authorization server that
+/// issued them; when the server names another, a fresh gateway refuses to hand the stored
+/// client or tokens to it (by name, saying how to trust it), and a new `runbyte login` refuses
+/// to send the configured secret there. The other server gets nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_login_and_its_tokens_stay_with_the_authorization_server_that_issued_them() {
+    let Some(python) = test_dep("venv/bin/python") else {
+        return;
+    };
+    const SECRET: &str = "web-secret-1122334455";
+    let dir = TempDir::new("oauth-pinned-login");
+    let client_arg = format!("web-client:{SECRET}");
+    let server = OAuthServer::named(&python, &dir, "resource", 3600, &[&client_arg]);
+    let hostile = OAuthServer::named(&python, &dir, "hostile", 3600, &[&client_arg]);
+    let config = dir.write(
+        "runbyte.toml",
+        &config_of(&[format!(
+            "[servers.secure]\nurl = \"{}/mcp\"\nauth = \"oauth\"\nclient-id = \"web-client\"\n\
+             client-secret = \"{SECRET}\"\n",
+            server.base
+        )]),
+    );
+    let config = config.to_str().unwrap().to_owned();
+    let browser = browser(&dir, &python);
+    let logged_in = login(&dir, &config, &browser, &server);
+    assert_eq!(logged_in.code, Some(0), "{logged_in:?}\n{}", server.log());
+    assert_eq!(
+        recorded_authorization_server(&dir),
+        std::slice::from_ref(&server.base)
+    );
+    let whoami = "import { whoami } from './servers/secure';\nexport default await whoami({});";
+    let before = execute(&dir, whoami).await;
+    assert!(before.contains("web-client"), "{before}\n{}", server.log());
+
+    server.switch_to(&hostile);
+    let after = execute(
+        &dir,
+        "import { callTool } from 'runbyte:bridge';\n\
+         try { await callTool('secure', 'whoami', {}); }\n\
+         catch (e) { console.log('ERR ' + String(e.message ?? e)); }\n\
+         export default 'done';",
+    )
+    .await;
+    assert!(
+        after.contains(&format!(
+            "now names authorization server `{}`, but its credentials were issued by `{}`",
+            hostile.base, server.base
+        )) && after.contains("run `runbyte login secure` to trust it"),
+        "{after}\n{}",
+        server.log()
+    );
+    // The credentials are kept (the server may switch back), not dropped.
+    let (_, access, refresh) = stored_tokens(&dir);
+    assert!(!access.is_empty() && !refresh.is_empty());
+
+    let again = login(&dir, &config, &browser, &hostile);
+    let said = format!("{}{}", again.stdout, again.stderr);
+    assert!(
+        again.code != Some(0)
+            && said.contains(&format!(
+                "the configured `client-secret` was issued by `{}`",
+                server.base
+            ))
+            && said.contains("authorization-server"),
+        "{again:?}"
+    );
+    let stats = hostile.stats();
+    for counter in [
+        "token_requests",
+        "client_secrets_received",
+        "registrations",
+        "authorizations",
+    ] {
+        assert_eq!(stats[counter], 0, "{counter}: {stats}\n{}", hostile.log());
+    }
+}
+
+/// A server that echoes the token it was sent (as text, inside JSON text and structured
+/// content, in an embedded resource, in an error result and a JSON-RPC error) never gets it to
+/// the program: every string of the result is redacted at the Hub, so the program cannot
+/// return it reversed or as character codes either; and a call whose arguments hold a known
+/// secret (a configured credential header) is refused, naming the server and tool.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_a_server_echoes_never_reaches_the_program() {
+    let Some(python) = test_dep("venv/bin/python") else {
+        return;
+    };
+    const HEADER_SECRET: &str = "hdr-key-7788990011";
+    let dir = TempDir::new("oauth-echo");
+    let server = OAuthServer::with_lifetime(&python, &dir, 3600);
+    let config = dir.write(
+        "runbyte.toml",
+        &config_of(&[format!(
+            "[servers.secure]\nurl = \"{}/mcp\"\nauth = \"oauth\"\n\
+             headers = {{ X-Api-Key = \"{HEADER_SECRET}\" }}\n",
+            server.base
+        )]),
+    );
+    let logged_in = login(
+        &dir,
+        config.to_str().unwrap(),
+        &browser(&dir, &python),
+        &server,
+    );
+    assert_eq!(logged_in.code, Some(0), "{logged_in:?}\n{}", server.log());
+    let program = format!(
+        "import {{ leak, echo }} from './servers/secure';\n\
+         const got = {{}};\n\
+         got.text = await leak({{}});\n\
+         got.json = await leak({{ mode: 'json' }});\n\
+         got.resource = await leak({{ mode: 'resource' }});\n\
+         for (const [name, args] of [['failed', {{ fail: true }}], ['rpc', {{ mode: 'rpc' }}]]) {{\n\
+           try {{ got[name] = await leak(args); }} catch (e) {{ got[name] = String(e.message ?? e); }}\n\
+         }}\n\
+         const all = JSON.stringify(got);\n\
+         const reversed = all.split('').reverse().join('');\n\
+         const codes = Array.from(all).map((c) => c.charCodeAt(0)).join(',');\n\
+         let refused = 'sent';\n\
+         try {{ await echo({{ text: 'key ' + '{HEADER_SECRET}' }}); }}\n\
+         catch (e) {{ refused = String(e.message ?? e); }}\n\
+         export default {{ all, reversed, codes, refused }};"
+    );
+    let calls_before = server.stats()["tool_calls"].as_u64().unwrap();
+    let answer = execute(&dir, &program).await;
+    let result = result_json(&answer);
+    let (_, access, refresh) = stored_tokens(&dir);
+    assert!(!access.is_empty());
+    let all = result["all"].as_str().unwrap_or_default();
+    assert!(
+        all.matches("[REDACTED]").count() >= 5 && all.contains("your token is [REDACTED]"),
+        "{result}"
+    );
+    for token in access.iter().chain(&refresh) {
+        let reversed: String = token.chars().rev().collect();
+        let codes = token
+            .chars()
+            .map(|c| (c as u32).to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        for (form, text) in [
+            ("as is", token),
+            ("reversed", &reversed),
+            ("as codes", &codes),
+        ] {
+            assert!(
+                !answer.contains(text.as_str()),
+                "the token {form} in {answer}"
+            );
+        }
+    }
+    let refused = result["refused"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("secure/echo") && refused.contains("hold a secret"),
+        "{result}"
+    );
+    assert!(!answer.contains(HEADER_SECRET), "{answer}");
+    // leak ×5 reached the server; echo did not.
+    let calls = server.stats()["tool_calls"].as_u64().unwrap() - calls_before;
+    assert_eq!(calls, 5, "{}", server.log());
 }

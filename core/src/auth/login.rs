@@ -30,7 +30,7 @@ const UNANSWERED: &str = "Request failed";
 const WAIT_FOR_REDIRECT: Duration = Duration::from_secs(300);
 
 /// The largest request head the redirect listener reads.
-const MAX_REQUEST_HEAD: usize = 16 * 1024;
+const MAX_REQUEST_HEAD: usize = 8 * 1024;
 
 /// What a login obtained.
 #[derive(Debug)]
@@ -117,14 +117,41 @@ pub async fn login(
     let metadata = resolution.metadata;
     manager.set_metadata(metadata.clone());
     let saved = account.store.load()?.unwrap_or_default();
+    // The authorization server is held to the pinned one (SEP-2352 lets a server move): a
+    // configured `authorization-server` admits no other; a recorded one gives way to this login
+    // (a person runs it and sees where the browser goes), except that a configured client
+    // secret belongs to the one it was issued by and is never sent to another.
+    let named = super::authorization_server_of(&metadata);
+    if let Err(refused) = account.check_authorization_server(&metadata, Some(&saved)) {
+        if matches!(account.pin(Some(&saved)), Some(super::Pin::Configured(_))) {
+            return Err(refused);
+        }
+        if account.settings.client_secret.is_some() {
+            return Err(format!(
+                "{server}: it now names authorization server `{named}`, but the configured \
+                 `client-secret` was issued by `{}`: nothing was sent to `{named}`; if \
+                 `{named}` is right, set `authorization-server = \"{named}\"` in \
+                 [servers.{server}] (with the client it issued)",
+                saved.pinned().unwrap_or_default()
+            ));
+        }
+        say(&format!(
+            "Note: `{server}` now names authorization server `{named}`; its old credentials were \
+             issued by `{}`. Logging in trusts `{named}` from now on.",
+            saved.pinned().unwrap_or_default()
+        ));
+    }
     // What was kept belongs to the authorization server that issued it: a server that moved to
-    // another one (SEP-2352) gets a new registration and no old scopes.
+    // another one gets a new registration and no old scopes.
     let same_issuer = saved
         .client
         .as_ref()
         .map(|client| client.issuer.clone())
         .or_else(|| saved.credentials.as_ref().map(|c| c.issuer.clone()))
-        .is_none_or(|issuer| issuer == metadata.issuer);
+        .is_none_or(|issuer| issuer == metadata.issuer)
+        && saved
+            .pinned()
+            .is_none_or(|pinned| super::same_authorization_server(pinned, &named));
 
     // Scopes: as configured, else as the server asks; with those of the last login (a step-up
     // asks for more, never fewer).
@@ -197,6 +224,7 @@ pub async fn login(
             client: Some(client),
             scopes: scopes.clone(),
             credentials: None,
+            authorization_server: Some(named.clone()),
         },
     ));
     let url = manager
@@ -256,6 +284,9 @@ pub async fn login(
     let response =
         exchanged.map_err(|error| failed("the authorization server refused the code", error))?;
     keep_secret(oauth2::TokenResponse::access_token(&response).secret());
+    if let Some(refresh) = oauth2::TokenResponse::refresh_token(&response) {
+        keep_secret(refresh.secret());
+    }
     account.logged_in().await;
     let stored = account.store.load()?.and_then(|saved| saved.credentials);
     Ok(Granted {
@@ -419,73 +450,112 @@ fn into_tokio(listener: std::net::TcpListener) -> Result<TcpListener, String> {
         .map_err(|error| format!("cannot listen on a loopback port: {error}"))
 }
 
+/// How many connections the redirect listener serves at once.
+const MAX_CONNECTIONS: usize = 32;
+
+/// How long a connection has to send its request line and headers.
+const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Waits for the browser's request to `/callback` carrying this login's `state`; its full URL.
 /// Other requests (a favicon, a page or process that found the port and sends a made-up
 /// redirect or error) are answered and the wait goes on.
+///
+/// Connections are served at once, at most [`MAX_CONNECTIONS`] together: one that has not sent
+/// its request head ([`MAX_REQUEST_HEAD`] bytes at most) within [`REQUEST_HEAD_TIMEOUT`] is
+/// dropped, and when all are busy the oldest is dropped for a new one, so idle or slow local
+/// connections never keep the real redirect waiting.
 async fn wait_for_redirect(
     listener: &TcpListener,
     server: &str,
     state: &str,
 ) -> Result<String, String> {
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let (done, mut finished) = tokio::sync::mpsc::channel::<Result<String, String>>(1);
+    let mut serving = tokio::task::JoinSet::new();
+    let mut order: std::collections::VecDeque<tokio::task::AbortHandle> =
+        std::collections::VecDeque::new();
     loop {
-        let (mut stream, _) = listener
-            .accept()
-            .await
-            .map_err(|error| format!("the redirect listener failed: {error}"))?;
-        let Ok(Ok(target)) =
-            tokio::time::timeout(Duration::from_secs(10), request_target(&mut stream)).await
-        else {
-            continue;
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted
+                .map_err(|error| format!("the redirect listener failed: {error}"))?,
+            Some(outcome) = finished.recv() => return outcome,
         };
-        if target != "/callback" && !target.starts_with("/callback?") {
-            respond(
-                &mut stream,
-                "404 Not Found",
-                "Not the authorization redirect.",
-            )
-            .await;
-            continue;
+        while serving.try_join_next().is_some() {}
+        order.retain(|task| !task.is_finished());
+        if order.len() >= MAX_CONNECTIONS
+            && let Some(oldest) = order.pop_front()
+        {
+            oldest.abort();
         }
-        let url = format!("http://127.0.0.1:{port}{target}");
-        let query: Vec<(String, String)> = reqwest::Url::parse(&url)
-            .map(|url| url.query_pairs().into_owned().collect())
-            .unwrap_or_default();
-        let get = |key: &str| {
-            query
-                .iter()
-                .find(|(name, _)| name == key)
-                .map(|(_, value)| value.clone())
-        };
-        if get("state").as_deref() != Some(state) {
-            respond(
-                &mut stream,
-                "400 Bad Request",
-                "Not the redirect of this login (its state does not match).",
-            )
-            .await;
-            continue;
-        }
-        if let Some(error) = get("error") {
-            let description = get("error_description").unwrap_or_default();
-            respond(
-                &mut stream,
-                "200 OK",
-                &format!("Runbyte was not authorized: {error} {description}"),
-            )
-            .await;
-            return Err(format!(
-                "{server}: the authorization server answered `{error}` {description}"
-            ));
-        }
+        let (done, server, state) = (done.clone(), server.to_owned(), state.to_owned());
+        order.push_back(serving.spawn(async move {
+            if let Some(outcome) = serve_one(stream, port, &server, &state).await {
+                let _ = done.send(outcome).await;
+            }
+        }));
+    }
+}
+
+/// Serves one connection to the redirect listener: the login's outcome when it carried this
+/// login's redirect.
+async fn serve_one(
+    mut stream: TcpStream,
+    port: u16,
+    server: &str,
+    state: &str,
+) -> Option<Result<String, String>> {
+    let Ok(Ok(target)) =
+        tokio::time::timeout(REQUEST_HEAD_TIMEOUT, request_target(&mut stream)).await
+    else {
+        return None;
+    };
+    if target != "/callback" && !target.starts_with("/callback?") {
+        respond(
+            &mut stream,
+            "404 Not Found",
+            "Not the authorization redirect.",
+        )
+        .await;
+        return None;
+    }
+    let url = format!("http://127.0.0.1:{port}{target}");
+    let query: Vec<(String, String)> = reqwest::Url::parse(&url)
+        .map(|url| url.query_pairs().into_owned().collect())
+        .unwrap_or_default();
+    let get = |key: &str| {
+        query
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value.clone())
+    };
+    if get("state").as_deref() != Some(state) {
+        respond(
+            &mut stream,
+            "400 Bad Request",
+            "Not the redirect of this login (its state does not match).",
+        )
+        .await;
+        return None;
+    }
+    if let Some(error) = get("error") {
+        let description = get("error_description").unwrap_or_default();
         respond(
             &mut stream,
             "200 OK",
-            &format!("Runbyte may now use {server}. You can close this page."),
+            &format!("Runbyte was not authorized: {error} {description}"),
         )
         .await;
-        return Ok(url);
+        return Some(Err(format!(
+            "{server}: the authorization server answered `{error}` {description}"
+        )));
     }
+    respond(
+        &mut stream,
+        "200 OK",
+        &format!("Runbyte may now use {server}. You can close this page."),
+    )
+    .await;
+    Some(Ok(url))
 }
 
 /// The target of an HTTP request's first line (`GET <target> HTTP/1.1`).
@@ -520,14 +590,20 @@ async fn respond(stream: &mut TcpStream, status: &str, text: &str) {
          Cache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let _ = stream.write_all(answer.as_bytes()).await;
-    let _ = stream.shutdown().await;
+    let sending = async {
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    };
+    let _ = tokio::time::timeout(REQUEST_HEAD_TIMEOUT, sending).await;
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use std::io::{Read, Write};
+    use std::{
+        io::{Read, Write},
+        time::Instant,
+    };
 
     use super::*;
 
@@ -576,5 +652,60 @@ mod tests {
             url,
             format!("http://127.0.0.1:{port}/callback?code=real&state=the-state")
         );
+    }
+
+    /// Idle local connections (more than the listener serves at once, none sending a byte) do
+    /// not keep the real redirect waiting: it is answered at once, and a connection that
+    /// sends half a request head is dropped after 2 s. (Before: one connection at a time,
+    /// 10 s each, so 40 idle ones held the redirect 400 s.)
+    #[tokio::test]
+    async fn idle_connections_do_not_delay_the_redirect() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waiting =
+            tokio::spawn(async move { wait_for_redirect(&listener, "s", "the-state").await });
+        let idle: Vec<_> = (0..2 * MAX_CONNECTIONS + 8)
+            .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+            .collect();
+        let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        half.write_all(b"GET /callback?code=x").unwrap();
+        let started = Instant::now();
+        let status =
+            tokio::task::spawn_blocking(move || get(port, "/callback?code=real&state=the-state"));
+        let url = tokio::time::timeout(Duration::from_secs(30), waiting)
+            .await
+            .expect("the redirect waited behind idle connections")
+            .unwrap()
+            .unwrap();
+        let elapsed = started.elapsed();
+        assert!(status.await.unwrap().contains("200"));
+        assert!(url.ends_with("code=real&state=the-state"), "{url}");
+        // Far above the figure (a few ms), only to catch the old behaviour's waits.
+        assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
+        drop(idle);
+
+        // A connection that sends half a head and stops is closed by the listener in 2 s.
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _waiting =
+            tokio::spawn(async move { wait_for_redirect(&listener, "s", "the-state").await });
+        let closed = tokio::task::spawn_blocking(move || {
+            let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            half.write_all(b"GET /callback HTTP/1.1\r\n").unwrap();
+            half.set_read_timeout(Some(Duration::from_secs(30)))
+                .unwrap();
+            let started = Instant::now();
+            let mut rest = Vec::new();
+            let read = half.read_to_end(&mut rest);
+            (read.is_ok(), started.elapsed())
+        })
+        .await
+        .unwrap();
+        assert!(
+            closed.0,
+            "the listener should close it, not the read timeout"
+        );
+        assert!(closed.1 < Duration::from_secs(10), "{:?}", closed.1);
+        drop(half);
     }
 }

@@ -39,6 +39,33 @@ pub fn needs_login(server: &str) -> String {
     format!("needs login: run `runbyte login {server}`")
 }
 
+/// Who an authorization server is, for pinning: its issuer (rmcp has checked that its metadata
+/// came from there, RFC 8414 §3.3), else (metadata made up from the server's URL, when it
+/// publishes none) its token endpoint.
+pub(crate) fn authorization_server_of(
+    metadata: &rmcp::transport::auth::AuthorizationMetadata,
+) -> String {
+    metadata
+        .issuer
+        .clone()
+        .unwrap_or_else(|| metadata.token_endpoint.clone())
+}
+
+/// Whether two issuer identifiers name the same authorization server (a root path's trailing
+/// `/` aside).
+fn same_authorization_server(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+/// Where a server's pinned authorization server comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Pin {
+    /// `authorization-server` in its table.
+    Configured(String),
+    /// Recorded in its credentials file at the first login or grant.
+    Recorded(String),
+}
+
 /// Whether a connection's failure text means the server refused its credentials (HTTP 401).
 pub fn is_unauthorized(reason: &str) -> bool {
     reason.contains("HTTP 401")
@@ -82,9 +109,28 @@ async fn manager_for(url: &str) -> Result<AuthorizationManager, AuthError> {
     AuthorizationManager::new(url).await
 }
 
-/// Adds a token to the redaction layer.
+/// Adds a token (or a registered client's secret) to the redaction layer: from now on it is
+/// redacted from every output and kept from programs (`crate::redact::learn`).
 fn keep_secret(token: &str) {
-    crate::redact::install(&crate::redact::Secrets::new([token.to_owned()]));
+    crate::redact::learn(token);
+}
+
+/// Adds every secret a credentials file holds (the refresh token, the client secret) to the
+/// redaction layer, as the access token is when it is used.
+fn keep_saved_secrets(saved: &store::Saved) {
+    if let Some(secret) = saved.client.as_ref().and_then(|c| c.client_secret.as_ref()) {
+        keep_secret(secret);
+    }
+    if let Some(response) = saved
+        .credentials
+        .as_ref()
+        .and_then(|c| c.token_response.as_ref())
+    {
+        keep_secret(oauth2::TokenResponse::access_token(response).secret());
+        if let Some(refresh) = oauth2::TokenResponse::refresh_token(response) {
+            keep_secret(refresh.secret());
+        }
+    }
 }
 
 /// One server's credentials at run time.
@@ -171,6 +217,52 @@ impl Account {
 
     fn needs_login(&self) -> NoToken {
         NoToken::NeedsLogin(needs_login(&self.server))
+    }
+
+    /// The authorization server this server's secrets and tokens may go to: the configured
+    /// `authorization-server`, else the one recorded in `saved`; none before the first login.
+    pub(crate) fn pin(&self, saved: Option<&store::Saved>) -> Option<Pin> {
+        if let Some(configured) = &self.settings.authorization_server {
+            return Some(Pin::Configured(configured.clone()));
+        }
+        saved
+            .and_then(store::Saved::pinned)
+            .map(|recorded| Pin::Recorded(recorded.to_owned()))
+    }
+
+    /// Refuses, by name, an authorization server other than the pinned one, before anything
+    /// (a client secret, a code, a refresh token) is sent to it.
+    pub(crate) fn check_authorization_server(
+        &self,
+        metadata: &rmcp::transport::auth::AuthorizationMetadata,
+        saved: Option<&store::Saved>,
+    ) -> Result<(), String> {
+        let named = authorization_server_of(metadata);
+        let server = &self.server;
+        match self.pin(saved) {
+            None => Ok(()),
+            Some(Pin::Configured(pinned) | Pin::Recorded(pinned))
+                if same_authorization_server(&pinned, &named) =>
+            {
+                Ok(())
+            }
+            Some(Pin::Configured(pinned)) => Err(format!(
+                "server `{server}` names authorization server `{named}`, but `authorization-server` \
+                 in [servers.{server}] is `{pinned}`: nothing was sent to `{named}`"
+            )),
+            Some(Pin::Recorded(pinned)) => Err(format!(
+                "server `{server}` now names authorization server `{named}`, but its credentials \
+                 were issued by `{pinned}`: nothing was sent to `{named}`; if `{named}` is right, {}",
+                if self.mode == Some(Auth::ClientCredentials) {
+                    format!(
+                        "set `authorization-server = \"{named}\"` in [servers.{server}] (or run \
+                         `runbyte logout {server}` to forget `{pinned}`)"
+                    )
+                } else {
+                    format!("run `runbyte login {server}` to trust it")
+                }
+            )),
+        }
     }
 
     /// Records the challenge of a refused connection or call.
@@ -387,6 +479,9 @@ impl Account {
             }
         };
         keep_secret(&token);
+        if let Ok(Some(saved)) = self.store.load() {
+            keep_saved_secrets(&saved);
+        }
         let (renew_at, refreshable) = self.stored_expiry().unwrap_or((None, false));
         // A token that cannot be refreshed is used until it expires.
         live.renew_at = if refreshable {
@@ -433,6 +528,21 @@ impl Account {
             ))
         };
         let mut manager = manager_for(&self.url).await.map_err(failed)?;
+        // The authorization server is checked against the pinned one before the stored client
+        // or tokens are handed to it (rmcp would drop the tokens of another one, saying only
+        // that a login is needed).
+        let resolution = manager
+            .resolve_metadata_from_challenge(self.challenge().as_deref())
+            .await
+            .map_err(failed)?;
+        if let Err(refused) = self.check_authorization_server(&resolution.metadata, Some(&saved)) {
+            tracing::warn!(server = %self.server, "{refused}");
+            return Err(match self.pin(Some(&saved)) {
+                Some(Pin::Configured(_)) => NoToken::Failed(refused),
+                _ => NoToken::NeedsLogin(refused),
+            });
+        }
+        manager.set_metadata(resolution.metadata);
         manager.set_credential_store(Tokens::new(self.store.clone(), saved.clone()));
         if !manager.initialize_from_store().await.map_err(failed)? {
             // Its authorization server changed: the old tokens were dropped.
@@ -460,6 +570,13 @@ impl Account {
             .resolve_metadata_from_challenge(challenge.as_deref())
             .await
             .map_err(failed)?;
+        let saved = self.store.load().map_err(NoToken::Failed)?;
+        self.check_authorization_server(&resolution.metadata, saved.as_ref())
+            .map_err(|refused| {
+                tracing::warn!(server = %self.server, "{refused}");
+                NoToken::Failed(refused)
+            })?;
+        let issuer = authorization_server_of(&resolution.metadata);
         manager.set_metadata(resolution.metadata);
         let grant = ClientCredentialsConfig::ClientSecret {
             client_id: self.settings.client_id.clone().unwrap_or_default(),
@@ -478,6 +595,17 @@ impl Account {
             .secret()
             .clone();
         keep_secret(&token);
+        // The first grant's authorization server is the one later grants are held to.
+        if saved.as_ref().and_then(store::Saved::pinned).is_none() {
+            let pinned = store::Saved {
+                url: self.url.clone(),
+                authorization_server: Some(issuer),
+                ..saved.unwrap_or_default()
+            };
+            if let Err(error) = self.store.save(&pinned) {
+                tracing::warn!(server = %self.server, "cannot record its authorization server: {error}");
+            }
+        }
         let lifetime = oauth2::TokenResponse::expires_in(&response)
             .map_or(3600, |lifetime| lifetime.as_secs());
         live.renew_at = Some(after(lifetime - REFRESH_AHEAD.as_secs().min(lifetime / 2)));

@@ -34,6 +34,22 @@ pub struct Saved {
     /// The token response and what rmcp keeps with it.
     #[serde(default)]
     pub credentials: Option<StoredCredentials>,
+    /// The authorization server (its issuer, else its token endpoint) these were issued by, as
+    /// recorded at the first login or client-credentials grant: secrets and tokens go to no
+    /// other until a login trusts another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_server: Option<String>,
+}
+
+impl Saved {
+    /// The authorization server these credentials are pinned to: as recorded, else (a file
+    /// from before the pin was recorded) the issuer of the client or of the tokens.
+    pub fn pinned(&self) -> Option<&str> {
+        self.authorization_server
+            .as_deref()
+            .or_else(|| self.client.as_ref().and_then(|c| c.issuer.as_deref()))
+            .or_else(|| self.credentials.as_ref().and_then(|c| c.issuer.as_deref()))
+    }
 }
 
 /// The OAuth client Runbyte is, for one authorization server.
@@ -150,13 +166,17 @@ impl Store {
         };
         let lock_path = path.with_extension("lock");
         if let Some(dir) = lock_path.parent() {
-            std::fs::create_dir_all(dir)
+            crate::config::private_dir(dir)
                 .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
         }
+        // Never through a symbolic link planted at its (predictable) name.
         let mut options = std::fs::OpenOptions::new();
         options.create(true).truncate(false).write(true);
         #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        }
         let file = options
             .open(&lock_path)
             .map_err(|error| format!("cannot open {}: {error}", lock_path.display()))?;

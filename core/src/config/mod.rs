@@ -8,7 +8,7 @@
 mod expand;
 mod private;
 
-pub use private::{read_private, write_private};
+pub use private::{create_new_private, private_dir, read_private, write_private};
 mod import;
 mod locate;
 #[cfg(test)]
@@ -397,6 +397,10 @@ pub struct ServerConfig {
     /// The HTTPS URL of a client ID metadata document describing Runbyte, used as its client id
     /// where the authorization server accepts them (else dynamic registration).
     pub client_metadata_url: Option<String>,
+    /// The authorization server (its issuer URL) this server's credentials belong to: a client
+    /// secret, a code or a token goes to no other, whatever the server's metadata names. When
+    /// absent, the one of the first login (or client-credentials grant) is kept and held to.
+    pub authorization_server: Option<String>,
 }
 
 /// `[servers.<name>] auth`: how Runbyte gets a server's credentials.
@@ -418,6 +422,10 @@ fn check_auth(server: &ServerConfig) -> Result<(), (&'static str, String)> {
         ("client-secret", server.client_secret.is_some()),
         ("scopes", server.scopes.is_some()),
         ("client-metadata-url", server.client_metadata_url.is_some()),
+        (
+            "authorization-server",
+            server.authorization_server.is_some(),
+        ),
     ];
     let uses_oauth = server.auth != Some(Auth::None);
     if server.auth.is_some() && server.url.is_none() {
@@ -450,6 +458,14 @@ fn check_auth(server: &ServerConfig) -> Result<(), (&'static str, String)> {
         return Err((
             "auth",
             "`client-credentials` needs `client-id` and `client-secret`".to_owned(),
+        ));
+    }
+    if let Some(url) = &server.authorization_server
+        && !(url.starts_with("https://") || url.starts_with("http://"))
+    {
+        return Err((
+            "authorization-server",
+            format!("`{url}` must be the authorization server's issuer URL (https://…)"),
         ));
     }
     if let Some(url) = &server.client_metadata_url

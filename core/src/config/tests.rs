@@ -284,6 +284,16 @@ fn oauth_settings_that_do_not_fit_are_named() {
             "servers.s.scopes",
             "only applies",
         ),
+        (
+            "[servers.s]\nurl = \"https://h/mcp\"\nauthorization-server = \"as.example\"\n",
+            "servers.s.authorization-server",
+            "issuer URL",
+        ),
+        (
+            "[servers.s]\ncommand = \"x\"\nauthorization-server = \"https://as.example\"\n",
+            "servers.s.authorization-server",
+            "only applies",
+        ),
     ];
     for (text, key, words) in cases {
         let e = error(text);
@@ -291,10 +301,15 @@ fn oauth_settings_that_do_not_fit_are_named() {
         assert!(e.to_string().contains(words), "{text}: {e}");
     }
     let config = parse(
-        "[servers.s]\nurl = \"https://h/mcp\"\nauth = \"oauth\"\nclient-id = \"c\"\nscopes = [\"a\", \"b\"]\n",
+        "[servers.s]\nurl = \"https://h/mcp\"\nauth = \"oauth\"\nclient-id = \"c\"\nscopes = [\"a\", \"b\"]\n\
+         authorization-server = \"https://as.example\"\n",
     )
     .unwrap();
     assert_eq!(config.servers["s"].auth, Some(super::Auth::Oauth));
+    assert_eq!(
+        config.servers["s"].authorization_server.as_deref(),
+        Some("https://as.example")
+    );
 }
 
 #[test]

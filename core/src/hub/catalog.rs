@@ -380,6 +380,7 @@ impl Hub {
             };
             *uri = namespaced_uri(&server, uri);
         }
+        crate::redact::guard_result(&mut result);
         Ok(result)
     }
 

@@ -134,6 +134,27 @@ pub enum CallError {
     },
 }
 
+impl CallError {
+    /// Replaces every known secret in what the error quotes (a server's message or exit).
+    fn redact(&mut self) {
+        let guard = crate::redact::guard();
+        match self {
+            CallError::InvalidArguments { message, .. }
+            | CallError::Input { message, .. }
+            | CallError::Protocol { message, .. }
+            | CallError::Unavailable {
+                reason: message, ..
+            }
+            | CallError::Exited {
+                reason: message, ..
+            } => *message = guard.redact(message).into_owned(),
+            CallError::UnknownServer { .. }
+            | CallError::UnknownTool { .. }
+            | CallError::Timeout { .. } => {}
+        }
+    }
+}
+
 /// How one call is made.
 #[derive(Clone, Default)]
 pub struct CallOptions {
@@ -786,8 +807,38 @@ impl Hub {
     }
 
     /// Calls a tool: checks the arguments, sends the call bounded by its timeout (cancelling it
-    /// downstream when abandoned), and returns the server's result.
+    /// downstream when abandoned), and returns the server's result. Known secrets (OAuth
+    /// tokens, configured credentials: `crate::redact::guard`) are refused in the arguments
+    /// and replaced in the result and errors, for programs and direct calls alike.
     pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Value,
+        options: CallOptions,
+    ) -> Result<CallToolResult, CallError> {
+        if crate::redact::guarded_in(&args) {
+            return Err(CallError::InvalidArguments {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message: "the arguments hold a secret Runbyte keeps from programs (an OAuth \
+                          token or a configured credential); the call was not sent"
+                    .to_owned(),
+            });
+        }
+        let mut outcome = self.call_unguarded(server, tool, args, options).await;
+        match &mut outcome {
+            Ok(result) => {
+                if crate::redact::guard_result(result) {
+                    tracing::warn!(server, tool, "its result held a secret; redacted");
+                }
+            }
+            Err(error) => error.redact(),
+        }
+        outcome
+    }
+
+    async fn call_unguarded(
         &self,
         server: &str,
         tool: &str,

@@ -51,19 +51,18 @@ pub fn token_from_file(path: &Path) -> Result<String, String> {
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).map_err(|e| format!("cannot make a random token: {e}"))?;
             let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            // Missing folders are made 0700; the file is new (never one planted there, nor a
+            // symbolic link's target), 0600.
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
+                let mut folders = std::fs::DirBuilder::new();
+                folders.recursive(true);
+                #[cfg(unix)]
+                std::os::unix::fs::DirBuilderExt::mode(&mut folders, 0o700);
+                folders
+                    .create(parent)
                     .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.mode(0o600);
-            }
-            let mut file = options
-                .open(path)
+            let mut file = crate::config::create_new_private(path)
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             file.write_all(format!("{token}\n").as_bytes())
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
