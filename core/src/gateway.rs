@@ -152,6 +152,9 @@ impl Gateway {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search.clone()));
         let hub = Hub::with_accounts(&config, transports.clone(), accounts);
+        if let Some(metrics) = telemetry.metrics() {
+            metrics.only_listed(hub.tool_lister());
+        }
         let vfs = Arc::new(Vfs::default());
         let code: Vec<String> = config
             .enabled_servers()

@@ -385,6 +385,21 @@ impl Hub {
             .collect()
     }
 
+    /// A check of whether a server lists a tool now (by its original name), for labels that
+    /// must stay bounded (the metrics'): it holds the Hub weakly and never waits.
+    pub fn tool_lister(&self) -> impl Fn(&str, &str) -> bool + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        move |server, tool| {
+            let Some(inner) = inner.upgrade() else {
+                return false;
+            };
+            inner.servers.get(server).is_some_and(|slot| {
+                let tools = slot.with(|state| state.listed.tools.clone());
+                tools.iter().any(|listed| listed.name == tool)
+            })
+        }
+    }
+
     /// One server's view, if it is configured.
     pub async fn server(&self, name: &str) -> Option<ServerView> {
         self.inner.servers.get(name).map(|slot| slot.view())
