@@ -31,7 +31,10 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-pub use catalog::{CatalogError, READ_RESOURCE, namespaced_uri, split_uri};
+pub use catalog::{
+    CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, cursor, namespaced_uri,
+    offset, split_uri,
+};
 use client::Change;
 pub use client::{Connection, Listed};
 pub use transports::Transports;
@@ -259,6 +262,8 @@ struct Inner {
     /// Resources subscribed to downstream (`resources/subscribe`), by server and the server's
     /// own URI, with how many client subscriptions hold each.
     subscribed: Mutex<HashMap<(String, String), usize>>,
+    /// Each server's resources, templates and prompts as last listed (see [`catalog::Lists`]).
+    lists: catalog::Lists,
     /// Cancelled by [`Hub::shutdown`]: connections being opened give up and close.
     stopping: CancellationToken,
 }
@@ -327,6 +332,7 @@ impl Hub {
                 events,
                 changes,
                 subscribed: Mutex::default(),
+                lists: catalog::Lists::default(),
                 stopping: CancellationToken::new(),
             }),
         };
@@ -340,8 +346,14 @@ impl Hub {
                         hub.list_changed(&server);
                         continue;
                     }
-                    Change::Resources(server) => HubEvent::ResourcesChanged { server },
-                    Change::Prompts(server) => HubEvent::PromptsChanged { server },
+                    Change::Resources(server) => {
+                        hub.inner.lists.forget(&server, catalog::Kind::Resources);
+                        HubEvent::ResourcesChanged { server }
+                    }
+                    Change::Prompts(server) => {
+                        hub.inner.lists.forget(&server, catalog::Kind::Prompts);
+                        HubEvent::PromptsChanged { server }
+                    }
                     Change::ResourceUpdated(server, uri) => HubEvent::ResourceUpdated {
                         uri: namespaced_uri(&server, &uri),
                     },
