@@ -231,13 +231,17 @@ impl Session {
     }
 
     async fn read_file(&self, args: &Value) -> Result<String, String> {
-        let path = required_str(args, "path")?;
-        self.gateway
-            .vfs
-            .settled(STARTUP_GRACE)
-            .await
-            .read(path)
-            .map(|content| content.to_string())
+        let path = required_str(args, "path")?.to_owned();
+        let snapshot = self.gateway.vfs.settled(STARTUP_GRACE).await;
+        // A saved skill is read from disk: on a blocking thread.
+        let read = if snapshot.reads_disk(&path) {
+            tokio::task::spawn_blocking(move || snapshot.read(&path))
+                .await
+                .map_err(|e| e.to_string())?
+        } else {
+            snapshot.read(&path)
+        };
+        read.map(|content| content.to_string())
             .map_err(|e| e.to_string())
     }
 
@@ -294,7 +298,7 @@ impl Session {
         let saved = tokio::task::spawn_blocking(move || skills.save(request))
             .await
             .map_err(|e| format!("saving failed: {e}"))??;
-        self.gateway.refresh_skills();
+        self.gateway.refresh_skills().await;
         Ok(saved)
     }
 }
@@ -808,7 +812,12 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         if request.uri.starts_with(crate::skills::SKILL_SCHEME) {
-            return match self.gateway.skills.read_resource(&request.uri) {
+            let (skills, uri) = (self.gateway.skills.clone(), request.uri.clone());
+            let read = tokio::task::spawn_blocking(move || skills.read_resource(&uri))
+                .await
+                .ok()
+                .flatten();
+            return match read {
                 Some((text, mime)) => Ok(ReadResourceResult::new(vec![
                     ResourceContents::text(text, request.uri.clone()).with_mime_type(mime),
                 ])
@@ -891,11 +900,9 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, ErrorData> {
-        let skills = self.gateway.skills.clone();
-        let listed = tokio::task::spawn_blocking(move || skills.mcp_skills())
-            .await
-            .unwrap_or_default();
-        Ok(ListSkillsResult::with_all_items(listed))
+        Ok(ListSkillsResult::with_all_items(
+            self.gateway.skills.mcp_skills(),
+        ))
     }
 
     async fn get_skill(
@@ -903,13 +910,7 @@ impl ServerHandler for Session {
         request: GetSkillRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
-        let skills = self.gateway.skills.clone();
-        let uri = request.uri.clone();
-        let found = tokio::task::spawn_blocking(move || skills.mcp_skill_at(&uri))
-            .await
-            .ok()
-            .flatten();
-        match found {
+        match self.gateway.skills.mcp_skill_at(&request.uri) {
             Some(skill) => Ok(GetSkillResult::new(skill)),
             None => Err(ErrorData::new(
                 ErrorCode::INVALID_PARAMS,
