@@ -15,6 +15,21 @@ use crate::{
     server::{self, ServeOptions},
 };
 
+// Everything the CLI prints goes through these: text a client or a server wrote (skill
+// descriptions and schemas, tool names and descriptions, errors, a program's result) may hold
+// control characters, and a terminal obeys them (an OSC 52 clipboard write, a title change).
+// They are shown escaped instead (see `crate::text::terminal`); line feeds and tabs stay.
+macro_rules! say {
+    () => { println!() };
+    ($($arg:tt)*) => { println!("{}", crate::text::terminal(&format!($($arg)*), true)) };
+}
+macro_rules! say_part {
+    ($($arg:tt)*) => { print!("{}", crate::text::terminal(&format!($($arg)*), true)) };
+}
+macro_rules! say_err {
+    ($($arg:tt)*) => { eprintln!("{}", crate::text::terminal(&format!($($arg)*), true)) };
+}
+
 /// Runbyte: an MCP code-mode gateway.
 #[derive(Debug, Parser)]
 #[command(name = "runbyte", version, about, long_about = None)]
@@ -308,27 +323,29 @@ fn skills(config: &Config, action: Option<&SkillsAction>) -> ExitCode {
     if let Some(SkillsAction::Delete { name }) = action {
         return match skills.delete(name) {
             Ok(()) => {
-                println!("deleted skill `{name}` from {}", skills.dir().display());
+                say!("deleted skill `{name}` from {}", skills.dir().display());
                 ExitCode::SUCCESS
             }
             Err(error) => fail(&error),
         };
     }
-    let all = skills.list();
+    let all = skills.refresh();
     if all.is_empty() {
-        println!(
+        say!(
             "no skills in {} (save one with the save_skill tool)",
             skills.dir().display()
         );
         return ExitCode::SUCCESS;
     }
-    println!("{} skills in {}", all.len(), skills.dir().display());
-    for skill in &all {
-        println!(
+    say!("{} skills in {}", all.len(), skills.dir().display());
+    // A skill's description and schema are a client's text: one line each, escaped.
+    let line = |text: &str| crate::text::terminal(text, false).into_owned();
+    for skill in all.iter() {
+        say!(
             "{}  {}\n  {}",
             skill.name,
-            crate::skills::signature(skill),
-            skill.description.lines().next().unwrap_or_default()
+            line(&skill.signature),
+            line(skill.description.lines().next().unwrap_or_default())
         );
     }
     ExitCode::SUCCESS
@@ -366,7 +383,7 @@ fn block_on_with(threads: Option<usize>, future: impl Future<Output = ExitCode>)
 }
 
 fn fail(message: &str) -> ExitCode {
-    eprintln!("error: {}", crate::redact::redact(message));
+    say_err!("error: {}", crate::redact::redact(message));
     ExitCode::FAILURE
 }
 
@@ -378,7 +395,7 @@ fn stats(config: &Config, audit: Option<PathBuf>) -> ExitCode {
     };
     match crate::stats::Stats::read(&path) {
         Ok(stats) => {
-            print!("{}", stats.render(&path));
+            say_part!("{}", stats.render(&path));
             ExitCode::SUCCESS
         }
         Err(error) => fail(&format!(
@@ -396,9 +413,9 @@ fn import(file: &PathBuf) -> ExitCode {
     match config::import_mcp_servers(&text) {
         Ok(imported) => {
             for note in &imported.notes {
-                eprintln!("note: {note}");
+                say_err!("note: {note}");
             }
-            print!("{}", config::servers_to_toml(&imported));
+            say_part!("{}", config::servers_to_toml(&imported));
             ExitCode::SUCCESS
         }
         Err(error) => fail(&format!("{}: {error}", file.display())),
@@ -488,10 +505,10 @@ fn plugins(config: &Config) -> ExitCode {
     let mut ok = true;
     for result in found {
         match result {
-            Ok(info) => println!("{}", describe(&info)),
+            Ok(info) => say!("{}", describe(&info)),
             Err(error) => {
                 ok = false;
-                println!("error: {error}");
+                say!("error: {error}");
             }
         }
     }
@@ -504,7 +521,7 @@ fn plugins(config: &Config) -> ExitCode {
 
 async fn check(config: Config) -> ExitCode {
     let mut problems = 0usize;
-    println!("config   {}  OK", config.source.display());
+    say!("config   {}  OK", config.source.display());
     // An existing token file is checked as `serve` reads it (a missing one is created by serve).
     if let Some(path) = config
         .server
@@ -513,9 +530,9 @@ async fn check(config: Config) -> ExitCode {
         .filter(|p| p.exists())
     {
         match server::options::token_from_file(path) {
-            Ok(_) => println!("token    {}  OK", path.display()),
+            Ok(_) => say!("token    {}  OK", path.display()),
             Err(error) => {
-                println!("token    FAILED: {}", crate::redact::redact(&error));
+                say!("token    FAILED: {}", crate::redact::redact(&error));
                 problems += 1;
             }
         }
@@ -528,24 +545,24 @@ async fn check(config: Config) -> ExitCode {
                 let kind = info.kind.unwrap_or(PluginKind::Transport);
                 let table = plugin_table(&config, kind, &info.name);
                 match plugin::open_as_configured(&search, &info, &table) {
-                    Ok(false) => println!("plugin   {}  OK", describe(&info)),
-                    Ok(true) => println!("plugin   {}  OK (isolated)", describe(&info)),
+                    Ok(false) => say!("plugin   {}  OK", describe(&info)),
+                    Ok(true) => say!("plugin   {}  OK (isolated)", describe(&info)),
                     Err(error) => {
                         problems += 1;
-                        println!("plugin   {}  FAILED: {error}", describe(&info));
+                        say!("plugin   {}  FAILED: {error}", describe(&info));
                     }
                 }
             }
             Err(error) => {
                 problems += 1;
-                println!("plugin   FAILED: {error}");
+                say!("plugin   FAILED: {error}");
             }
         }
     }
     let mut referenced = vec![(PluginKind::Transport, config.server.listen.clone())];
     referenced.push((PluginKind::Codegen, config.codegen.dialect.clone()));
     for (position, policy) in config.sandbox.policy.names().into_iter().enumerate() {
-        println!("policy   #{} {policy}", position + 1);
+        say!("policy   #{} {policy}", position + 1);
         referenced.push((PluginKind::Policy, policy));
     }
     for (_, server) in config.enabled_servers() {
@@ -565,7 +582,7 @@ async fn check(config: Config) -> ExitCode {
         };
         if let Err(error) = opened {
             problems += 1;
-            println!("plugin   {kind} `{name}` is configured but cannot be used: {error}");
+            say!("plugin   {kind} `{name}` is configured but cannot be used: {error}");
         }
         seen.push((kind, name));
     }
@@ -574,32 +591,32 @@ async fn check(config: Config) -> ExitCode {
     for view in runtime.hub.servers().await {
         match view.status {
             Status::Ready => {
-                println!(
+                say!(
                     "server   {:<16} OK  {} tools, MCP {}",
                     view.name,
                     view.tools.len(),
                     view.protocol.as_deref().unwrap_or("?")
                 );
                 for warning in view.warnings.iter() {
-                    println!("         {:<16} warning: {warning}", "");
+                    say!("         {:<16} warning: {warning}", "");
                 }
             }
             Status::Failed { error, .. } => {
                 problems += 1;
-                println!("server   {:<16} FAILED: {error}", view.name);
+                say!("server   {:<16} FAILED: {error}", view.name);
             }
             Status::Starting => {
                 problems += 1;
-                println!("server   {:<16} did not start", view.name);
+                say!("server   {:<16} did not start", view.name);
             }
         }
     }
     runtime.hub.shutdown().await;
     if problems == 0 {
-        println!("all OK");
+        say!("all OK");
         ExitCode::SUCCESS
     } else {
-        println!("{problems} problem(s)");
+        say!("{problems} problem(s)");
         ExitCode::FAILURE
     }
 }
@@ -626,7 +643,7 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
             continue;
         }
         match &view.status {
-            Status::Ready => println!(
+            Status::Ready => say!(
                 "{} (ready, {} tools, MCP {})",
                 view.name,
                 view.tools.len(),
@@ -634,30 +651,32 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
             ),
             Status::Failed { error, .. } => {
                 code = ExitCode::FAILURE;
-                println!("{} (FAILED: {error})", view.name);
+                say!("{} (FAILED: {error})", view.name);
             }
-            Status::Starting => println!("{} (starting)", view.name),
+            Status::Starting => say!("{} (starting)", view.name),
         }
         let in_code = exposure
             .iter()
             .any(|(name, expose)| *name == view.name && expose.in_code());
         match direct.iter().find(|(name, _)| *name == view.name) {
             Some((_, prefix)) if in_code => {
-                println!("  exposed: to programs, and to clients directly as `{prefix}<tool>`")
+                say!("  exposed: to programs, and to clients directly as `{prefix}<tool>`")
             }
-            Some((_, prefix)) => println!("  exposed: to clients directly as `{prefix}<tool>`"),
+            Some((_, prefix)) => say!("  exposed: to clients directly as `{prefix}<tool>`"),
             None => {}
         }
         for warning in view.warnings.iter() {
-            println!("  warning: {warning}");
+            say!("  warning: {warning}");
         }
+        // Tool names and descriptions are the server's text: one line each, escaped.
+        let line = |text: &str| crate::text::terminal(text, false).into_owned();
         for tool in view.tools.iter() {
             let description = tool.description.as_deref().unwrap_or_default();
             let first_line = description.lines().next().unwrap_or_default();
-            println!("  {:<28} {first_line}", tool.name);
+            say!("  {:<28} {}", line(&tool.name), line(first_line));
         }
         for (tool, why) in view.hidden.iter() {
-            println!("  {tool:<28} (hidden: {why})");
+            say!("  {:<28} (hidden: {})", line(tool), line(why));
         }
     }
     runtime.hub.shutdown().await;
@@ -713,8 +732,8 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
     runtime.telemetry.shutdown().await;
     for block in &result.content {
         match block.as_text() {
-            Some(text) => println!("{}", text.text),
-            None => println!("{}", serde_json::to_string(block).unwrap_or_default()),
+            Some(text) => say!("{}", text.text),
+            None => say!("{}", serde_json::to_string(block).unwrap_or_default()),
         }
     }
     if result.is_error == Some(true) {
@@ -738,9 +757,9 @@ async fn vfs_command(
     runtime.hub.shutdown().await;
     match answer {
         Ok(text) => {
-            print!("{text}");
+            say_part!("{text}");
             if !text.ends_with('\n') {
-                println!();
+                say!();
             }
             ExitCode::SUCCESS
         }
@@ -861,13 +880,13 @@ async fn probe(
         runtime.hub.shutdown().await;
         return fail(&format!("{url}: {error}"));
     }
-    println!(
+    say!(
         "{url} (ready, {} tools, MCP {})",
         view.tools.len(),
         view.protocol.as_deref().unwrap_or("?")
     );
     for warning in view.warnings.iter() {
-        println!("  warning: {warning}");
+        say!("  warning: {warning}");
     }
     let planned = planned.unwrap_or_else(|| {
         view.tools
@@ -895,7 +914,7 @@ async fn probe(
                 (Some(account), true) if step_ups < MAX_STEP_UPS => {
                     step_ups += 1;
                     if let Err(error) = probe_login(account).await {
-                        println!("  {tool}: {error}");
+                        say!("  {tool}: {error}");
                         break outcome;
                     }
                 }
@@ -904,21 +923,21 @@ async fn probe(
         };
         match outcome {
             Ok(result) if result.is_error != Some(true) => {
-                println!(
+                say!(
                     "  {tool}: ok {}",
                     serde_json::to_string(&result).unwrap_or_default()
                 );
             }
             Ok(result) => {
                 failed += 1;
-                println!(
+                say!(
                     "  {tool}: error {}",
                     serde_json::to_string(&result).unwrap_or_default()
                 );
             }
             Err(error) => {
                 failed += 1;
-                println!("  {tool}: {error}");
+                say!("  {tool}: {error}");
             }
         }
     }
@@ -932,9 +951,9 @@ async fn probe(
 
 /// `runbyte probe`'s login: as `runbyte login`, on the spot.
 async fn probe_login(account: &crate::auth::Account) -> Result<(), String> {
-    let mut say = |line: &str| println!("  {line}");
+    let mut say = |line: &str| say!("  {line}");
     let granted = crate::auth::login(account, Opener::System, &mut say).await?;
-    println!("  logged in: scopes {}", describe_scopes(&granted.scopes));
+    say!("  logged in: scopes {}", describe_scopes(&granted.scopes));
     Ok(())
 }
 
@@ -986,7 +1005,7 @@ async fn login(config: Config, server: &str, no_browser: bool) -> ExitCode {
     } else {
         Opener::System
     };
-    let mut say = |line: &str| println!("{line}");
+    let mut say = |line: &str| say!("{line}");
     match crate::auth::login(&account, opener, &mut say).await {
         Ok(granted) => {
             let lasts = granted
@@ -998,12 +1017,12 @@ async fn login(config: Config, server: &str, no_browser: bool) -> ExitCode {
             } else {
                 "no refresh token came with it: log in again when it expires"
             };
-            println!(
+            say!(
                 "Logged in to `{server}`: scopes {}; {lasts}; {refresh}.",
                 describe_scopes(&granted.scopes)
             );
             if let Some(file) = granted.file {
-                println!("Kept in {} (only you can read it).", file.display());
+                say!("Kept in {} (only you can read it).", file.display());
             }
             ExitCode::SUCCESS
         }
@@ -1018,7 +1037,7 @@ fn logout(config: &Config, server: &str) -> ExitCode {
     let store = crate::auth::store::Store::for_server(server, url);
     match store.clear() {
         Ok(true) => {
-            println!(
+            say!(
                 "Logged out of `{server}` (deleted {}).",
                 store
                     .path()
@@ -1028,7 +1047,7 @@ fn logout(config: &Config, server: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(false) => {
-            println!("Nothing was kept for `{server}`.");
+            say!("Nothing was kept for `{server}`.");
             ExitCode::SUCCESS
         }
         Err(error) => fail(&error),
@@ -1050,7 +1069,7 @@ async fn call(config: Config, server: &str, tool: &str, args: &str) -> ExitCode 
         Ok(result) => {
             let failed = result.is_error == Some(true);
             match serde_json::to_string_pretty(&result) {
-                Ok(text) => println!("{text}"),
+                Ok(text) => say!("{text}"),
                 Err(error) => return fail(&format!("cannot print the result: {error}")),
             }
             if failed {

@@ -152,6 +152,9 @@ impl Gateway {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search.clone()));
         let hub = Hub::with_accounts(&config, transports.clone(), accounts);
+        if let Some(metrics) = telemetry.metrics() {
+            metrics.only_listed(hub.tool_lister());
+        }
         let vfs = Arc::new(Vfs::default());
         let code: Vec<String> = config
             .enabled_servers()
@@ -230,9 +233,14 @@ impl Gateway {
         fallback
     }
 
-    /// Reads the skills folder again and serves what it holds under `/skills`.
-    pub fn refresh_skills(&self) {
-        let (files, entries) = crate::skills::vfs_files(&self.skills.list());
+    /// Reads the skills folder again (on a blocking thread) and serves what it holds under
+    /// `/skills`; only each skill's name, description, signature and digests stay in memory.
+    pub async fn refresh_skills(&self) {
+        let skills = self.skills.clone();
+        let index = tokio::task::spawn_blocking(move || skills.refresh())
+            .await
+            .unwrap_or_default();
+        let (files, entries) = crate::skills::vfs_files(&self.skills, &index);
         self.vfs.set_skills(files, entries);
     }
 
@@ -324,8 +332,8 @@ impl Gateway {
     /// Connects every server and generates the VFS; then keeps the VFS in step. Returns once
     /// the first round is done (each server connected or failed).
     pub async fn start(self: &Arc<Self>) {
+        self.refresh_skills().await;
         if self.codegen.is_some() {
-            self.refresh_skills();
             // The tokenizer's tables take a moment to load: not on the first execution's path.
             tokio::task::spawn_blocking(crate::tokens::warm);
         }

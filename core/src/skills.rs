@@ -12,22 +12,35 @@
 use std::{
     fmt::Write as _,
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{Arc, Mutex, RwLock},
 };
 
 use serde_json::Value;
 
-use crate::vfs::{File, ToolEntry};
+use crate::{
+    text::{comment_line, js_lines, string_literal},
+    vfs::{File, ToolEntry},
+};
 
 /// The VFS folder of skills.
 pub const ROOT: &str = crate::vfs::SKILLS;
 
-/// The most skills read from the folder; the rest are left out with a warning.
-const MAX_SKILLS: usize = 1000;
+/// The most skills the folder holds: a save past it is refused, and a folder filled by hand
+/// past it serves the first ones by name (the rest are left out with a warning).
+pub const MAX_SKILLS: usize = 256;
+/// The most bytes the skills' files (`SKILL.md`, `skill.ts`, `args.json`) take together: 64 MiB.
+/// A save past it is refused naming the budget; a folder filled by hand past it serves the
+/// skills that fit, by name, and leaves out the rest with a warning.
+pub const MAX_FOLDER_BYTES: u64 = 64 * 1024 * 1024;
 /// The largest program a skill may hold.
 const MAX_CODE_BYTES: usize = 256 * 1024;
-/// The largest `args.json` or `SKILL.md`.
+/// The largest file of a skill read from the folder (one edited by hand may be larger than a
+/// save allows; past this it is skipped).
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// The largest `args` schema, as JSON.
+const MAX_ARGS_BYTES: usize = 64 * 1024;
+/// The longest rendered argument type; past it the signature says `Record<string, unknown>`.
+const MAX_SIGNATURE_BYTES: usize = 8 * 1024;
 /// The longest description (the Agent Skills limit).
 const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// How deep an argument schema is rendered as a type before `unknown`.
@@ -54,11 +67,54 @@ pub struct SaveRequest {
     pub overwrite: bool,
 }
 
-/// The skills folder.
+/// One file of a saved skill as held in memory: its size and digest, never its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileMeta {
+    file: &'static str,
+    mime: &'static str,
+    size: u64,
+    sha256: String,
+}
+
+/// What is held in memory of one saved skill: its name, description, signature and the
+/// digests of its files. Its program is read from disk when a program imports it or a client
+/// reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillMeta {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// `function weeklyReport(args: { city: string }): Promise<unknown>`.
+    pub signature: String,
+    /// Its arguments' top-level names, for search.
+    pub params: Vec<String>,
+    /// The comment that heads `/skills/<name>.ts`.
+    header: Arc<str>,
+    files: Vec<FileMeta>,
+    /// The module paths its program names (see [`crate::vfs::named_modules`]).
+    names: String,
+    /// Each file's inode, size and change time when it was read: a refresh reads again only
+    /// the skills whose files changed (a save writes a new folder, so new inodes).
+    stamp: Vec<(u64, u64, i64, i64)>,
+}
+
+impl SkillMeta {
+    /// The bytes its files take.
+    pub fn size(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+/// The skills folder, and what was last read of it.
 #[derive(Debug, Clone)]
 pub struct Skills {
     dir: PathBuf,
+    index: Arc<RwLock<Arc<Vec<SkillMeta>>>>,
 }
+
+/// Saves one at a time, so that two saves at once cannot both pass the folder's budget.
+static SAVING: Mutex<()> = Mutex::new(());
 
 /// The user's skills folder: `$XDG_DATA_HOME/runbyte/skills`, else
 /// `~/.local/share/runbyte/skills`, else `.runbyte/skills` in the working folder.
@@ -68,10 +124,12 @@ fn default_dir() -> PathBuf {
 }
 
 impl Skills {
-    /// The skills folder a configuration names (or the default).
+    /// The skills folder a configuration names (or the default). Nothing is read until
+    /// [`Skills::refresh`].
     pub fn new(dir: Option<&Path>) -> Self {
         Skills {
             dir: dir.map(Path::to_owned).unwrap_or_else(default_dir),
+            index: Arc::default(),
         }
     }
 
@@ -80,8 +138,13 @@ impl Skills {
         &self.dir
     }
 
-    /// Every readable skill, sorted by name; one that cannot be read is skipped with a warning.
-    pub fn list(&self) -> Vec<Skill> {
+    /// What the last [`Skills::refresh`] read: no file is read.
+    pub fn index(&self) -> Arc<Vec<SkillMeta>> {
+        self.index.read().map(|i| i.clone()).unwrap_or_default()
+    }
+
+    /// The skill folders' names, sorted (valid names only).
+    fn names(&self) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
@@ -92,32 +155,87 @@ impl Skills {
             .filter(|name| valid_name(name).is_ok())
             .collect();
         names.sort();
-        if names.len() > MAX_SKILLS {
-            tracing::warn!(
-                dir = %self.dir.display(),
-                "holds {} skills; only the first {MAX_SKILLS} are served",
-                names.len()
-            );
-            names.truncate(MAX_SKILLS);
-        }
         names
-            .into_iter()
-            .filter_map(|name| match self.read(&name) {
-                Ok(skill) => Some(skill),
-                Err(error) => {
-                    tracing::warn!("skill `{name}` is skipped: {error}");
-                    None
-                }
-            })
-            .collect()
     }
 
-    /// One skill, by name.
-    pub fn read(&self, name: &str) -> Result<Skill, String> {
+    /// Reads the folder again (a blocking read of every skill, once): every readable skill
+    /// within [`MAX_SKILLS`] and [`MAX_FOLDER_BYTES`], sorted by name, is kept in memory as its
+    /// [`SkillMeta`]; one that cannot be read, or does not fit, is skipped with a warning
+    /// naming it.
+    pub fn refresh(&self) -> Arc<Vec<SkillMeta>> {
+        let names = self.names();
+        let before = self.index();
+        let mut metas = Vec::new();
+        let mut bytes = 0u64;
+        for name in names {
+            if metas.len() >= MAX_SKILLS {
+                tracing::warn!(
+                    dir = %self.dir.display(),
+                    "holds more than {MAX_SKILLS} skills; `{name}` and those after it are not served"
+                );
+                break;
+            }
+            let stamp = self.stamp(&name);
+            let kept = before
+                .iter()
+                .find(|meta| meta.name == name && meta.stamp == stamp)
+                .cloned();
+            let meta = match kept.map_or_else(|| self.read_meta(&name, stamp), Ok) {
+                Ok(meta) => meta,
+                Err(error) => {
+                    tracing::warn!("skill `{name}` is skipped: {error}");
+                    continue;
+                }
+            };
+            if bytes + meta.size() > MAX_FOLDER_BYTES {
+                tracing::warn!(
+                    dir = %self.dir.display(),
+                    "skill `{name}` is skipped: the skills before it take {bytes} bytes, and its \
+                     {} would pass the folder's budget of {MAX_FOLDER_BYTES} bytes",
+                    meta.size()
+                );
+                continue;
+            }
+            bytes += meta.size();
+            metas.push(meta);
+        }
+        let metas = Arc::new(metas);
+        if let Ok(mut index) = self.index.write() {
+            *index = metas.clone();
+        }
+        metas
+    }
+
+    /// The three files of a skill, as text: `SKILL.md`, `skill.ts`, `args.json` if present.
+    fn read_files(&self, name: &str) -> Result<(String, String, Option<String>), String> {
         valid_name(name)?;
         let folder = self.dir.join(name);
         let manifest = read_bounded(&folder.join("SKILL.md"))?;
-        let (frontmatter_name, description) = frontmatter(&manifest).ok_or_else(|| {
+        let code = read_bounded(&folder.join("skill.ts"))?;
+        let args_path = folder.join("args.json");
+        let args = if args_path.exists() {
+            Some(read_bounded(&args_path)?)
+        } else {
+            None
+        };
+        Ok((manifest, code, args))
+    }
+
+    /// One skill, by name, whole (its program included).
+    pub fn read(&self, name: &str) -> Result<Skill, String> {
+        let (manifest, code, args) = self.read_files(name)?;
+        self.parse(name, &manifest, code, args.as_deref())
+    }
+
+    fn parse(
+        &self,
+        name: &str,
+        manifest: &str,
+        code: String,
+        args: Option<&str>,
+    ) -> Result<Skill, String> {
+        let folder = self.dir.join(name);
+        let (frontmatter_name, description) = frontmatter(manifest).ok_or_else(|| {
             format!(
                 "{}: no frontmatter with `name` and `description`",
                 folder.join("SKILL.md").display()
@@ -129,17 +247,12 @@ impl Skills {
                 folder.join("SKILL.md").display()
             ));
         }
-        let code = read_bounded(&folder.join("skill.ts"))?;
-        let args_path = folder.join("args.json");
-        let args = if args_path.exists() {
-            let text = read_bounded(&args_path)?;
-            Some(
-                serde_json::from_str(&text)
-                    .map_err(|e| format!("{}: not JSON: {e}", args_path.display()))?,
-            )
-        } else {
-            None
-        };
+        let args = args
+            .map(|text| {
+                serde_json::from_str(text)
+                    .map_err(|e| format!("{}: not JSON: {e}", folder.join("args.json").display()))
+            })
+            .transpose()?;
         Ok(Skill {
             name: name.to_owned(),
             description,
@@ -148,10 +261,74 @@ impl Skills {
         })
     }
 
+    /// Each of a skill's files' inode, size and change time (zeros for one missing).
+    fn stamp(&self, name: &str) -> Vec<(u64, u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt as _;
+        FILES
+            .iter()
+            .map(|(file, _)| {
+                std::fs::metadata(self.dir.join(name).join(file)).map_or((0, 0, 0, 0), |m| {
+                    (m.ino(), m.len(), m.ctime(), m.ctime_nsec())
+                })
+            })
+            .collect()
+    }
+
+    /// One skill's [`SkillMeta`], read from its files (which are then let go).
+    fn read_meta(&self, name: &str, stamp: Vec<(u64, u64, i64, i64)>) -> Result<SkillMeta, String> {
+        let (manifest, code, args_text) = self.read_files(name)?;
+        let mut files = vec![file_meta("SKILL.md", manifest.as_bytes())];
+        files.push(file_meta("skill.ts", code.as_bytes()));
+        if let Some(text) = &args_text {
+            files.push(file_meta("args.json", text.as_bytes()));
+        }
+        let names = crate::vfs::named_modules(&code);
+        let skill = self.parse(name, &manifest, code, args_text.as_deref())?;
+        Ok(SkillMeta {
+            signature: signature(&skill),
+            params: skill
+                .args
+                .as_ref()
+                .and_then(|args| args.get("properties"))
+                .and_then(Value::as_object)
+                .map(|properties| properties.keys().take(50).cloned().collect())
+                .unwrap_or_default(),
+            header: header(&skill).into(),
+            name: skill.name,
+            description: skill.description,
+            files,
+            names,
+            stamp,
+        })
+    }
+
+    /// How many skills the folder holds and the bytes their files take, leaving out `except`
+    /// (the one a save replaces). Only sizes are read.
+    fn usage(&self, except: &str) -> (usize, u64) {
+        let mut count = 0;
+        let mut bytes = 0;
+        for name in self.names().iter().filter(|name| *name != except) {
+            count += 1;
+            for (file, _) in FILES {
+                bytes += std::fs::metadata(self.dir.join(name).join(file)).map_or(0, |m| m.len());
+            }
+        }
+        (count, bytes)
+    }
+
     /// Checks and saves a skill; the message says what was written.
     pub fn save(&self, request: SaveRequest) -> Result<String, String> {
         let skill = &request.skill;
         check(skill)?;
+        let manifest_text = manifest(skill);
+        let args_text = skill
+            .args
+            .as_ref()
+            .map(|args| serde_json::to_string_pretty(args).unwrap_or_default() + "\n");
+        let size = (manifest_text.len()
+            + skill.code.len()
+            + args_text.as_ref().map_or(0, String::len)) as u64;
+        let _saving = SAVING.lock().unwrap_or_else(|p| p.into_inner());
         let folder = self.dir.join(&skill.name);
         let exists = folder.exists();
         if exists && !request.overwrite {
@@ -161,9 +338,22 @@ impl Skills {
                 folder.display()
             ));
         }
-        if !exists && self.list().len() >= MAX_SKILLS {
+        let (count, used) = self.usage(&skill.name);
+        if count >= MAX_SKILLS {
             return Err(format!(
-                "the skills folder holds {MAX_SKILLS} skills already; delete one first"
+                "the skills folder {} holds {count} skills, the most it may ({MAX_SKILLS}); \
+                 delete one first (`runbyte skills delete NAME`)",
+                self.dir.display()
+            ));
+        }
+        if used + size > MAX_FOLDER_BYTES {
+            return Err(format!(
+                "skill `{}` takes {size} bytes and the skills folder {} holds {used} already: \
+                 together they pass its budget of {} MiB ({MAX_FOLDER_BYTES} bytes); delete a \
+                 skill first (`runbyte skills delete NAME`)",
+                skill.name,
+                self.dir.display(),
+                MAX_FOLDER_BYTES / (1024 * 1024)
             ));
         }
         std::fs::create_dir_all(&self.dir)
@@ -172,11 +362,10 @@ impl Skills {
         let fresh = self.dir.join(format!(".{}.new-{nonce}", skill.name));
         let written = (|| -> std::io::Result<()> {
             std::fs::create_dir(&fresh)?;
-            std::fs::write(fresh.join("SKILL.md"), manifest(skill))?;
+            std::fs::write(fresh.join("SKILL.md"), &manifest_text)?;
             std::fs::write(fresh.join("skill.ts"), &skill.code)?;
-            if let Some(args) = &skill.args {
-                let text = serde_json::to_string_pretty(args).unwrap_or_default();
-                std::fs::write(fresh.join("args.json"), text + "\n")?;
+            if let Some(text) = &args_text {
+                std::fs::write(fresh.join("args.json"), text)?;
             }
             if exists {
                 let old = self.dir.join(format!(".{}.old-{nonce}", skill.name));
@@ -218,6 +407,19 @@ impl Skills {
     }
 }
 
+fn file_meta(file: &'static str, bytes: &[u8]) -> FileMeta {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    FileMeta {
+        file,
+        mime: FILES
+            .iter()
+            .find(|(known, _)| *known == file)
+            .map_or("text/plain", |(_, mime)| mime),
+        size: bytes.len() as u64,
+        sha256: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+    }
+}
+
 /// The files of a skill folder served as resources (SEP-2640), with their MIME types.
 const FILES: [(&str, &str); 3] = [
     ("SKILL.md", "text/markdown"),
@@ -230,73 +432,48 @@ pub const SKILL_SCHEME: &str = "skill://";
 
 impl Skills {
     /// The skills as the MCP skills extension (SEP-2640) lists them: each `SKILL.md`'s URI,
-    /// its frontmatter, and a manifest of its files with their SHA-256 digests.
+    /// its frontmatter, and a manifest of its files with their SHA-256 digests (from memory).
     pub fn mcp_skills(&self) -> Vec<rmcp::model::Skill> {
-        self.list()
-            .iter()
-            .filter_map(|skill| self.mcp_skill(&skill.name, &skill.description))
-            .collect()
+        self.index().iter().filter_map(mcp_skill).collect()
     }
 
     /// One skill's SEP-2640 entry, by the URI of its `SKILL.md`.
     pub fn mcp_skill_at(&self, uri: &str) -> Option<rmcp::model::Skill> {
         let name = uri.strip_prefix(SKILL_SCHEME)?.strip_suffix("/SKILL.md")?;
-        let skill = self.read(name).ok()?;
-        self.mcp_skill(&skill.name, &skill.description)
+        self.index()
+            .iter()
+            .find(|meta| meta.name == name)
+            .and_then(mcp_skill)
     }
 
-    fn mcp_skill(&self, name: &str, description: &str) -> Option<rmcp::model::Skill> {
-        let folder = self.dir.join(name);
-        let mut files = Vec::new();
-        for (file, _) in FILES {
-            let Ok(bytes) = std::fs::read(folder.join(file)) else {
-                continue;
-            };
-            let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
-            let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-            files.push(rmcp::model::SkillResource::new(
-                format!("{SKILL_SCHEME}{name}/{file}"),
-                format!("sha256:{hex}"),
-                bytes.len() as u64,
-            ));
-        }
-        let skill = rmcp::model::Skill::new(
-            format!("{SKILL_SCHEME}{name}/SKILL.md"),
-            rmcp::model::SkillFrontmatter::new(name, description),
-            rmcp::model::SkillResources::Files(files),
-        );
-        skill.validate().ok().map(|()| skill)
-    }
-
-    /// The skills' files as resources (`skill://<name>/<file>`).
+    /// The skills' files as resources (`skill://<name>/<file>`), from memory.
     pub fn resources(&self) -> Vec<rmcp::model::Resource> {
         let mut out = Vec::new();
-        for skill in self.list() {
-            for (file, mime) in FILES {
-                if self.dir.join(&skill.name).join(file).exists() {
-                    // A SKILL.md is named by its skill (SEP-2640); the other files by path.
-                    let name = if file == "SKILL.md" {
-                        skill.name.clone()
-                    } else {
-                        format!("{}/{file}", skill.name)
-                    };
-                    let mut resource = rmcp::model::Resource::new(
-                        format!("{SKILL_SCHEME}{}/{file}", skill.name),
-                        name,
-                    )
-                    .with_mime_type(mime);
-                    if file == "SKILL.md" {
-                        resource = resource.with_description(skill.description.clone());
-                    }
-                    out.push(resource);
+        for skill in self.index().iter() {
+            for file in &skill.files {
+                // A SKILL.md is named by its skill (SEP-2640); the other files by path.
+                let name = if file.file == "SKILL.md" {
+                    skill.name.clone()
+                } else {
+                    format!("{}/{}", skill.name, file.file)
+                };
+                let mut resource = rmcp::model::Resource::new(
+                    format!("{SKILL_SCHEME}{}/{}", skill.name, file.file),
+                    name,
+                )
+                .with_mime_type(file.mime);
+                if file.file == "SKILL.md" {
+                    resource = resource.with_description(skill.description.clone());
                 }
+                out.push(resource);
             }
         }
         out
     }
 
     /// A skill file's text and MIME type, by its `skill://` URI; `None` for a URI that names no
-    /// skill file (only the files a skill holds are served, never another path).
+    /// served skill's file (only the files a skill holds are served, never another path). A
+    /// blocking read.
     pub fn read_resource(&self, uri: &str) -> Option<(String, &'static str)> {
         let (name, file) = uri.strip_prefix(SKILL_SCHEME)?.split_once('/')?;
         valid_name(name).ok()?;
@@ -304,6 +481,27 @@ impl Skills {
         let text = read_bounded(&self.dir.join(name).join(file)).ok()?;
         Some((text, mime))
     }
+}
+
+fn mcp_skill(meta: &SkillMeta) -> Option<rmcp::model::Skill> {
+    let name = &meta.name;
+    let files = meta
+        .files
+        .iter()
+        .map(|file| {
+            rmcp::model::SkillResource::new(
+                format!("{SKILL_SCHEME}{name}/{}", file.file),
+                format!("sha256:{}", file.sha256),
+                file.size,
+            )
+        })
+        .collect();
+    let skill = rmcp::model::Skill::new(
+        format!("{SKILL_SCHEME}{name}/SKILL.md"),
+        rmcp::model::SkillFrontmatter::new(name, &meta.description),
+        rmcp::model::SkillResources::Files(files),
+    );
+    skill.validate().ok().map(|()| skill)
 }
 
 /// Reads a file of a skill, refusing one larger than [`MAX_FILE_BYTES`].
@@ -347,7 +545,8 @@ pub fn valid_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Everything a skill must be before it is saved.
+/// Everything a skill must be before it is saved: its generated module
+/// (`/skills/<name>.ts`, the header and the program) compiles, and its header is one comment.
 fn check(skill: &Skill) -> Result<(), String> {
     valid_name(&skill.name)?;
     let description = skill.description.trim();
@@ -369,7 +568,8 @@ fn check(skill: &Skill) -> Result<(), String> {
                 .to_owned(),
         );
     }
-    crate::sandbox::transpile(&skill.code, &format!("{ROOT}/{}.ts", skill.name))
+    let path = format!("{ROOT}/{}.ts", skill.name);
+    crate::sandbox::transpile(&skill.code, &path)
         .map_err(|error| format!("the program does not compile: {}", error.message))?;
     if let Some(args) = &skill.args {
         let is_object_schema = args.as_object().is_some_and(|schema| {
@@ -383,11 +583,36 @@ fn check(skill: &Skill) -> Result<(), String> {
                     .to_owned(),
             );
         }
-        if args.to_string().len() > 64 * 1024 {
-            return Err("`args` is larger than 64 KiB".to_owned());
+        if args.to_string().len() > MAX_ARGS_BYTES {
+            return Err(format!(
+                "`args` is larger than {} KiB",
+                MAX_ARGS_BYTES / 1024
+            ));
         }
     }
+    // The header is rendered comment-safe; this says so again where it matters, and a module
+    // that would not compile is refused here, not where a program imports it.
+    let header = header(skill);
+    if !is_one_comment(&header) {
+        return Err(format!(
+            "the module {path} this skill would make does not start with one comment; \
+             nothing was saved (this is a bug in Runbyte: please report it)"
+        ));
+    }
+    crate::sandbox::transpile(&format!("{header}{}", skill.code), &path).map_err(|error| {
+        format!(
+            "the module {path} this skill would make does not compile: {}",
+            error.message
+        )
+    })?;
     Ok(())
+}
+
+/// Whether `text` is one block comment and a line feed: it closes where it ends, not before.
+fn is_one_comment(text: &str) -> bool {
+    text.starts_with("/**")
+        && text.find("*/") == Some(text.len().saturating_sub(3))
+        && text.ends_with("*/\n")
 }
 
 /// The `name` and `description` of a SKILL.md's frontmatter (plain or JSON-quoted scalars).
@@ -458,9 +683,17 @@ pub fn identifier(name: &str) -> String {
 }
 
 /// The skill's signature: `function weeklyReport(args: { city: string }): Promise<unknown>`.
+/// Every name and literal from the schema is a JSON string literal in pure ASCII (see
+/// [`string_literal`]); a type longer than 8 KiB is `Record<string, unknown>`.
 pub fn signature(skill: &Skill) -> String {
     let args = match &skill.args {
-        Some(schema) => format!("args: {}", ts_type(schema, 0)),
+        Some(schema) => {
+            let mut rendered = ts_type(schema, 0);
+            if rendered.len() > MAX_SIGNATURE_BYTES {
+                rendered = "Record<string, unknown>".to_owned();
+            }
+            format!("args: {rendered}")
+        }
         None => String::new(),
     };
     format!(
@@ -475,7 +708,16 @@ fn ts_type(schema: &Value, depth: usize) -> String {
         return "unknown".to_owned();
     }
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        let literals: Vec<String> = values.iter().take(20).map(Value::to_string).collect();
+        let literals: Vec<String> = values
+            .iter()
+            .take(20)
+            .map(|value| match value {
+                Value::String(text) => string_literal(text),
+                Value::Number(_) | Value::Bool(_) | Value::Null => value.to_string(),
+                // An array or object is no literal type.
+                Value::Array(_) | Value::Object(_) => "unknown".to_owned(),
+            })
+            .collect();
         if !literals.is_empty() {
             return literals.join(" | ");
         }
@@ -504,7 +746,7 @@ fn ts_type(schema: &Value, depth: usize) -> String {
                     let key_text = if is_identifier(key) {
                         key.clone()
                     } else {
-                        serde_json::to_string(key).unwrap_or_default()
+                        string_literal(key)
                     };
                     let optional = if required.contains(&key.as_str()) {
                         ""
@@ -534,53 +776,81 @@ fn is_identifier(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
 }
 
-/// Text safe inside a `/** */` comment.
-fn block_comment_safe(text: &str) -> String {
-    text.replace("*/", "* /")
-        .chars()
-        .map(|c| {
-            if matches!(c, '\u{2028}' | '\u{2029}') {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect()
+/// The comment that heads `/skills/<name>.ts`: the description, the signature and how to
+/// import it. Every line is made comment-safe ([`comment_line`]: no `*/`, no line terminator,
+/// no control or bidi character), so nothing from the client gets out of the comment.
+fn header(skill: &Skill) -> String {
+    let mut header = String::from("/**\n");
+    for line in js_lines(skill.description.trim()) {
+        let line = comment_line(line);
+        if line.is_empty() {
+            header.push_str(" *\n");
+        } else {
+            let _ = writeln!(header, " * {line}");
+        }
+    }
+    let _ = writeln!(
+        header,
+        " *\n * {}\n * Import: import {} from './skills/{}';\n */",
+        comment_line(&format!(
+            "Saved skill `{}`: export default {}",
+            skill.name,
+            signature(skill)
+        )),
+        identifier(&skill.name),
+        skill.name
+    );
+    header
+}
+
+/// The text of `/skills/<name>.ts`: its header, then its program as saved. Read from the
+/// skill's folder when needed; a `skill.ts` changed on disk since the folder was read is
+/// refused (what runs is what the header and the digests describe).
+fn module_text(dir: &Path, name: &str, header: &str, sha256: &str) -> Result<Arc<str>, String> {
+    let path = dir.join(name).join("skill.ts");
+    let code = read_bounded(&path)?;
+    if file_meta("skill.ts", code.as_bytes()).sha256 != sha256 {
+        return Err(format!(
+            "skill `{name}` changed on disk ({}) since Runbyte read the skills folder; save it \
+             again with save_skill, or restart Runbyte",
+            path.display()
+        ));
+    }
+    Ok(format!("{header}{code}").into())
 }
 
 /// The skills as the VFS serves them: `/skills/<name>.ts` (a header saying what the skill is and
-/// how to import it, then the program) and an entry each for listing and search.
-pub fn vfs_files(skills: &[Skill]) -> (Vec<(String, Arc<File>)>, Vec<ToolEntry>) {
+/// how to import it, then the program, read from disk when needed) and an entry each for
+/// listing and search.
+pub fn vfs_files(
+    skills: &Skills,
+    index: &[SkillMeta],
+) -> (Vec<(String, Arc<File>)>, Vec<ToolEntry>) {
     let mut files = Vec::new();
     let mut entries = Vec::new();
-    for skill in skills {
+    for skill in index {
         let path = format!("{ROOT}/{}.ts", skill.name);
-        let signature = signature(skill);
-        let mut header = String::from("/**\n");
-        for line in block_comment_safe(skill.description.trim()).lines() {
-            let _ = writeln!(header, " * {line}");
-        }
-        let _ = writeln!(
-            header,
-            " *\n * Saved skill `{}`: export default {signature}\n * Import: import {} from './skills/{}';\n */",
-            skill.name,
-            identifier(&skill.name),
-            skill.name
+        let Some(code) = skill.files.iter().find(|f| f.file == "skill.ts") else {
+            continue;
+        };
+        let (dir, name, header, sha256) = (
+            skills.dir.clone(),
+            skill.name.clone(),
+            skill.header.clone(),
+            code.sha256.clone(),
         );
-        files.push((path.clone(), File::new(format!("{header}{}", skill.code))));
-        let params = skill
-            .args
-            .as_ref()
-            .and_then(|args| args.get("properties"))
-            .and_then(Value::as_object)
-            .map(|properties| properties.keys().cloned().collect())
-            .unwrap_or_default();
+        files.push((
+            path.clone(),
+            File::on_disk(skill.names.clone(), move || {
+                module_text(&dir, &name, &header, &sha256)
+            }),
+        ));
         entries.push(ToolEntry {
             server: "skills".to_owned(),
             name: skill.name.clone(),
             identifier: identifier(&skill.name),
             path,
-            signature,
+            signature: skill.signature.clone(),
             summary: skill
                 .description
                 .lines()
@@ -588,7 +858,7 @@ pub fn vfs_files(skills: &[Skill]) -> (Vec<(String, Arc<File>)>, Vec<ToolEntry>)
                 .unwrap_or_default()
                 .to_owned(),
             description: skill.description.to_lowercase(),
-            params,
+            params: skill.params.clone(),
         });
     }
     (files, entries)
@@ -615,6 +885,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("runbyte-skills-{}", nonce()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    fn names(skills: &Skills) -> Vec<String> {
+        skills.refresh().iter().map(|m| m.name.clone()).collect()
     }
 
     #[test]
@@ -645,16 +919,18 @@ mod tests {
                 overwrite: true,
             })
             .unwrap();
-        assert_eq!(skills.list(), vec![changed]);
+        assert_eq!(skills.read("add-two").unwrap(), changed);
+        assert_eq!(names(&skills), ["add-two"]);
+        assert_eq!(skills.index()[0].description, "Adds.");
         // Nothing left behind but the skill.
-        let names: Vec<String> = std::fs::read_dir(&dir)
+        let listed: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .flatten()
             .map(|e| e.file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names, vec!["add-two"]);
+        assert_eq!(listed, vec!["add-two"]);
         skills.delete("add-two").unwrap();
-        assert!(skills.list().is_empty());
+        assert!(names(&skills).is_empty());
         assert!(skills.delete("add-two").is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -700,12 +976,27 @@ mod tests {
         }
     }
 
+    fn module_of(skills: &Skills, name: &str) -> String {
+        let index = skills.refresh();
+        let (files, _) = vfs_files(skills, &index);
+        let path = format!("/skills/{name}.ts");
+        let (_, file) = files.iter().find(|(p, _)| *p == path).unwrap();
+        file.text().unwrap().to_string()
+    }
+
     #[test]
     fn the_module_says_what_the_skill_is_and_keeps_the_comment_closed() {
-        let (files, entries) = vfs_files(&[skill("add-two")]);
-        let text = &files[0].1.content;
+        let dir = temp();
+        let skills = Skills::new(Some(&dir));
+        skills
+            .save(SaveRequest {
+                skill: skill("add-two"),
+                overwrite: false,
+            })
+            .unwrap();
+        let text = module_of(&skills, "add-two");
         assert!(
-            text.starts_with("/**\n * Sums two numbers. * / not the end\n"),
+            text.starts_with("/**\n * Sums two numbers. *\\/ not the end\n"),
             "{text}"
         );
         assert!(
@@ -714,7 +1005,236 @@ mod tests {
             ),
             "{text}"
         );
+        let index = skills.index();
+        let (files, entries) = vfs_files(&skills, &index);
         assert_eq!(entries[0].path, "/skills/add-two.ts");
         assert_eq!(entries[0].params, vec!["a", "b", "the label"]);
+        // Only the header is held: the program is read when the module is, and a program
+        // changed on disk behind Runbyte's back is refused by name, not run.
+        assert!(files[0].1.is_on_disk());
+        std::fs::write(
+            dir.join("add-two/skill.ts"),
+            "export default async function () { return 'changed'; }\n",
+        )
+        .unwrap();
+        let error = files[0].1.text().unwrap_err();
+        assert!(error.contains("skill `add-two` changed on disk"), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The schema that closed the comment before the fix: an enum value and a property name
+    /// with `*/`, code, and `/*` to swallow the rest of the line.
+    fn injecting() -> Skill {
+        let mut hostile = skill("inject");
+        hostile.args = Some(json!({"type": "object", "properties": {
+            "mode": {"enum": ["*/ globalThis.pwned = 1; /*"]},
+            "*/ globalThis.pwned = 2; /*": {"type": "string"}
+        }}));
+        hostile
+    }
+
+    #[test]
+    fn code_in_an_args_schema_stays_in_the_comment() {
+        let dir = temp();
+        let skills = Skills::new(Some(&dir));
+        skills
+            .save(SaveRequest {
+                skill: injecting(),
+                overwrite: false,
+            })
+            .unwrap();
+        let text = module_of(&skills, "inject");
+        let header_end = text.find("*/").unwrap();
+        assert!(
+            text[header_end..].starts_with("*/\nexport default async function"),
+            "{text}"
+        );
+        assert!(text[..header_end].contains("pwned"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Hostile text for schemas: the ways out of a comment or a string, line terminators,
+    /// controls, bidi and invisible characters, template syntax, long runs.
+    fn hostile_strings() -> Vec<String> {
+        let pieces = [
+            "*/",
+            "/*",
+            "*",
+            "/",
+            "\n",
+            "\r",
+            "\r\n",
+            "\u{2028}",
+            "\u{2029}",
+            "\u{0}",
+            "\u{1b}]52;c;eA==\u{7}",
+            "\u{202e}",
+            "\u{2066}",
+            "\u{200b}",
+            "\u{feff}",
+            "`",
+            "${",
+            "}",
+            "'",
+            "\"",
+            "\\",
+            "<!--",
+            "-->",
+            "globalThis.pwned = 1;",
+            "})(); globalThis.pwned = 1; (() => {",
+            "//",
+            "ünïcode",
+            "😀",
+            "@param",
+            "</script>",
+            "\\u002a/",
+        ];
+        let mut out: Vec<String> = pieces.iter().map(|p| (*p).to_owned()).collect();
+        // Every pair, and a few longer generated mixes (a fixed seed: failures reproduce).
+        for a in &pieces {
+            for b in &pieces {
+                out.push(format!("{a}{b}"));
+            }
+        }
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..300 {
+            let mut text = String::new();
+            for _ in 0..6 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            out.push(text);
+        }
+        out
+    }
+
+    /// The corpus of hostile skills kept in `tests/corpus/skills/` (every input that broke the
+    /// generated module), as skills.
+    fn corpus() -> Vec<(String, Skill)> {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/skills");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            out.push((
+                path.display().to_string(),
+                Skill {
+                    name: value["name"].as_str().unwrap().to_owned(),
+                    description: value["description"].as_str().unwrap().to_owned(),
+                    code: "export default async function (args: unknown) { return args; }\n"
+                        .to_owned(),
+                    args: value.get("args").cloned(),
+                },
+            ));
+        }
+        assert!(out.len() >= 5, "the corpus is {folder}");
+        out
+    }
+
+    #[test]
+    fn generated_hostile_schemas_make_a_module_whose_header_is_one_comment_and_compiles() {
+        let mut cases: Vec<(String, Skill)> = corpus();
+        for (n, text) in hostile_strings().into_iter().enumerate() {
+            let mut hostile = skill(&format!("gen-{n}"));
+            hostile.description = format!("Hostile {n}: {text}");
+            hostile.args = Some(json!({"type": "object", "properties": {
+                text.clone(): {"enum": [text.clone(), 1, null, [text.clone()], {"k": text.clone()}]},
+                "nested": {"type": "array", "items": {"type": "object", "properties": {text.clone(): {"enum": [text.clone()]}}}},
+            }}));
+            cases.push((format!("generated {n}: {text:?}"), hostile));
+        }
+        for (what, hostile) in cases {
+            check(&hostile).unwrap_or_else(|e| panic!("{what}: refused: {e}"));
+            let header = header(&hostile);
+            assert!(is_one_comment(&header), "{what}:\n{header}");
+            assert!(
+                !header.contains(['\r', '\u{2028}', '\u{2029}', '\u{202e}', '\u{1b}']),
+                "{what}:\n{header}"
+            );
+            assert_eq!(
+                header.lines().count() + 1,
+                header.split('\n').count(),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_folder_has_a_budget_in_skills_and_bytes() {
+        let dir = temp();
+        let skills = Skills::new(Some(&dir));
+        // Filled by hand past the count: only the first MAX_SKILLS are served.
+        for n in 0..MAX_SKILLS {
+            let folder = dir.join(format!("s{n:03}"));
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(
+                folder.join("SKILL.md"),
+                format!("---\nname: s{n:03}\ndescription: x\n---\n"),
+            )
+            .unwrap();
+            std::fs::write(folder.join("skill.ts"), "export default 1;\n").unwrap();
+        }
+        let error = skills
+            .save(SaveRequest {
+                skill: skill("one-more"),
+                overwrite: false,
+            })
+            .unwrap_err();
+        assert!(
+            error.contains("holds 256 skills, the most it may (256)"),
+            "{error}"
+        );
+        // Replacing one is no new skill.
+        let mut replaced = skill("s000");
+        replaced.description = "replaced".to_owned();
+        skills
+            .save(SaveRequest {
+                skill: replaced,
+                overwrite: true,
+            })
+            .unwrap();
+        assert_eq!(skills.refresh().len(), MAX_SKILLS);
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // The bytes: a folder near its budget refuses a skill that would pass it, naming it.
+        let dir = temp();
+        let skills = Skills::new(Some(&dir));
+        // 64 skills of 1 MiB less 5 bytes each: 320 bytes under the budget.
+        let big = "x".repeat(MAX_FILE_BYTES as usize - 57);
+        for n in 0..(MAX_FOLDER_BYTES / MAX_FILE_BYTES) {
+            let folder = dir.join(format!("b{n:03}"));
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(
+                folder.join("SKILL.md"),
+                format!("---\nname: b{n:03}\ndescription: x\n---\n{big}"),
+            )
+            .unwrap();
+            std::fs::write(folder.join("skill.ts"), "export default 1;\n").unwrap();
+        }
+        let error = skills
+            .save(SaveRequest {
+                skill: skill("too-much"),
+                overwrite: false,
+            })
+            .unwrap_err();
+        assert!(
+            error.contains("pass its budget of 64 MiB") && error.contains("too-much"),
+            "{error}"
+        );
+        // What is held of each is its name, description and digests, never its files.
+        let index = skills.refresh();
+        assert_eq!(index.len(), (MAX_FOLDER_BYTES / MAX_FILE_BYTES) as usize);
+        let held: usize = index
+            .iter()
+            .map(|m| m.header.len() + m.description.len() + m.names.len() + m.signature.len())
+            .sum();
+        assert!(held < 64 * 1024, "{held} bytes held");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,4 +1,7 @@
-//! Small text helpers for messages: the closest name, for "did you mean".
+//! Small text helpers: the closest name, for "did you mean"; text from servers and clients
+//! made safe for generated code (string literals, comment lines) and for a terminal.
+
+use std::{borrow::Cow, fmt::Write as _};
 
 /// Names longer than this are never matched: 256 characters. The search costs the product of
 /// two names' lengths, so a hostile name (a program may pass any string) must not reach it.
@@ -44,9 +47,149 @@ pub fn distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
+/// A double-quoted string literal that is valid JSON, JavaScript and TypeScript, and pure
+/// ASCII (so no line terminator, control or bidi character reaches the source). The same rule
+/// as `plugins/codegen-common`'s `string_literal`, which the bundled dialects use for the same
+/// threat; core does not depend on a plugin crate, so it is repeated here.
+pub fn string_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ' '..='~' => out.push(c),
+            _ => push_utf16_escapes(&mut out, c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn push_utf16_escapes(out: &mut String, c: char) {
+    let mut units = [0u16; 2];
+    for unit in c.encode_utf16(&mut units) {
+        let _ = write!(out, "\\u{unit:04x}");
+    }
+}
+
+/// Characters that must not appear raw in a comment or on a terminal: controls (C0 but tab and
+/// line feed, DEL, C1) and the invisible format characters used to hide or reorder text (bidi
+/// embeddings, overrides and isolates, marks, zero-width characters, the BOM, Unicode tags).
+fn is_hazard(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}' | '\u{180e}'
+        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
+        | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{e0000}'..='\u{e007f}')
+}
+
+/// Splits text at every JavaScript line terminator (CRLF, CR, LF, U+2028, U+2029).
+pub fn js_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        match text
+            .char_indices()
+            .find(|&(_, c)| matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}'))
+        {
+            None => {
+                rest = None;
+                Some(text)
+            }
+            Some((at, c)) => {
+                let skip = if text[at..].starts_with("\r\n") {
+                    2
+                } else {
+                    c.len_utf8()
+                };
+                rest = Some(&text[at + skip..]);
+                Some(&text[..at])
+            }
+        }
+    })
+}
+
+/// One line of text made safe inside a block comment: line terminators and tabs become spaces,
+/// hazards become visible `\uXXXX`, and `*/` becomes `*\/` (so nothing can close the comment).
+pub fn comment_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut previous = '\0';
+    for c in line.chars() {
+        match c {
+            '\t' | '\n' | '\r' | '\u{2028}' | '\u{2029}' => out.push(' '),
+            '/' if previous == '*' => out.push_str("\\/"),
+            c if is_hazard(c) => push_utf16_escapes(&mut out, c),
+            c => out.push(c),
+        }
+        previous = c;
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// Text a client or a server wrote, made safe to print on a terminal: every control character
+/// (C0, DEL, C1: the start of an escape sequence such as an OSC 52 clipboard write or a title
+/// change) and every bidi or invisible format character is shown as `\u{..}`. Line feeds are
+/// kept when `lines` (text meant to span lines) and tabs always; a lone carriage return, which
+/// can overwrite what came before on the line, is escaped too.
+pub fn terminal(text: &str, lines: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| (c == '\n' && !lines) || c == '\r' || (c != '\n' && is_hazard(c));
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    #[test]
+    fn terminal_text_loses_every_escape_sequence_and_bidi_control() {
+        // An OSC 52 clipboard write, a title change, CSI, C1 CSI, DEL, bidi overrides.
+        let hostile = "a\u{1b}]52;c;aGVsbG8=\u{7}b\u{1b}]0;owned\u{1b}\\c\u{1b}[2Jd\u{9b}31me\u{7f}\u{202e}f\u{2066}g\rh";
+        let safe = terminal(hostile, true);
+        assert!(
+            !safe
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{safe:?}"
+        );
+        assert!(!safe.contains('\u{202e}') && !safe.contains('\u{2066}'));
+        assert!(safe.contains("\\u{1b}]52;c;aGVsbG8="), "{safe}");
+        assert_eq!(terminal("two\nlines\tok", true), "two\nlines\tok");
+        assert_eq!(terminal("one\nline", false), "one\\u{a}line");
+        assert!(matches!(terminal("plain ünïcode", false), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn comment_and_literal_text_cannot_leave_their_place() {
+        assert_eq!(comment_line("a */ b"), "a *\\/ b");
+        assert_eq!(comment_line("x\u{2028}y\rz"), "x y z");
+        assert_eq!(comment_line("\u{202e}"), "\\u202e");
+        let literal = string_literal("*/\u{2028}\"`${x}\\");
+        assert!(literal.is_ascii(), "{literal}");
+        assert_eq!(
+            serde_json::from_str::<String>(&literal).unwrap(),
+            "*/\u{2028}\"`${x}\\"
+        );
+        let lines: Vec<&str> = js_lines("a\r\nb\rc\u{2028}d\u{2029}e\nf").collect();
+        assert_eq!(lines, ["a", "b", "c", "d", "e", "f"]);
+    }
 
     #[test]
     fn a_typo_finds_its_name_and_nonsense_finds_nothing() {

@@ -36,23 +36,73 @@ pub enum VfsError {
     /// `list_directory` on a file.
     #[error("`{path}` is a file: use read_file to read it")]
     IsFile { path: String },
+    /// A file on disk (a saved skill) that cannot be read now.
+    #[error("`{path}` cannot be read: {why}")]
+    Unreadable { path: String, why: String },
 }
 
 /// One generated file.
 pub struct File {
-    /// Its source, as the dialect wrote it.
-    pub content: Arc<str>,
+    content: Content,
     /// Its JavaScript for the sandbox, made on first use (once per tool-list change).
     pub compiled: OnceLock<Result<Arc<str>, String>>,
+}
+
+/// Where a file's text is.
+enum Content {
+    /// Held (a generated module).
+    Held(Arc<str>),
+    /// Read from disk each time it is needed (a saved skill: only what the program names is
+    /// held, for [`Snapshot::starting_in`]). Reading blocks: never on an async thread.
+    OnDisk {
+        read: Box<dyn Fn() -> Result<Arc<str>, String> + Send + Sync>,
+        names: Arc<str>,
+    },
 }
 
 impl File {
     /// A file with this content.
     pub fn new(content: impl Into<Arc<str>>) -> Arc<File> {
         Arc::new(File {
-            content: content.into(),
+            content: Content::Held(content.into()),
             compiled: OnceLock::new(),
         })
+    }
+
+    /// A file whose text `read` gives when it is needed; `names` holds the module paths the text
+    /// names (see [`named_modules`]).
+    pub fn on_disk(
+        names: String,
+        read: impl Fn() -> Result<Arc<str>, String> + Send + Sync + 'static,
+    ) -> Arc<File> {
+        Arc::new(File {
+            content: Content::OnDisk {
+                read: Box::new(read),
+                names: names.into(),
+            },
+            compiled: OnceLock::new(),
+        })
+    }
+
+    /// Its text. For a file on disk this is a blocking read (see [`File::on_disk`]).
+    pub fn text(&self) -> Result<Arc<str>, String> {
+        match &self.content {
+            Content::Held(text) => Ok(text.clone()),
+            Content::OnDisk { read, .. } => read(),
+        }
+    }
+
+    /// Whether [`File::text`] reads from disk.
+    pub fn is_on_disk(&self) -> bool {
+        matches!(self.content, Content::OnDisk { .. })
+    }
+
+    /// The text module names are looked for in: all of it, or what a file on disk names.
+    fn scanned(&self) -> Arc<str> {
+        match &self.content {
+            Content::Held(text) => text.clone(),
+            Content::OnDisk { names, .. } => names.clone(),
+        }
     }
 }
 
@@ -172,16 +222,27 @@ impl Snapshot {
         }
     }
 
-    /// A file's content.
+    /// A file's content. A saved skill's is read from disk (see [`Snapshot::reads_disk`]).
     pub fn read(&self, path: &str) -> Result<Arc<str>, VfsError> {
         let path = normalize(path)?;
         if let Some(file) = self.files.get(&path) {
-            return Ok(file.content.clone());
+            return file
+                .text()
+                .map_err(|why| VfsError::Unreadable { path, why });
         }
         if self.is_dir(&path) {
             return Err(VfsError::IsFolder { path });
         }
         Err(self.not_found(&path))
+    }
+
+    /// Whether [`Snapshot::read`] of `path` reads from disk (and so belongs on a blocking
+    /// thread).
+    pub fn reads_disk(&self, path: &str) -> bool {
+        normalize(path)
+            .ok()
+            .and_then(|path| self.files.get(&path))
+            .is_some_and(|file| file.is_on_disk())
     }
 
     /// A folder's listing, as text: one entry a line, folders with a trailing `/`. With
@@ -329,7 +390,7 @@ impl Snapshot {
                 if let Some(file) = self.files.get(&path)
                     && seen.insert(path)
                 {
-                    sources.push(file.content.clone());
+                    sources.push(file.scanned());
                 }
             }
         }
@@ -384,6 +445,23 @@ fn folders_named(code: &str) -> Named<'_> {
         }
     }
     named
+}
+
+/// The module paths `code` names, as [`Snapshot::starting_in`] reads them, in a few bytes:
+/// what a file on disk keeps in memory instead of its text.
+pub fn named_modules(code: &str) -> String {
+    let named = folders_named(code);
+    let mut out = String::new();
+    if named.all {
+        out.push_str("servers/index\n");
+    }
+    for folder in named.folders {
+        let _ = writeln!(out, "servers/{folder}");
+    }
+    for skill in skills_named(code) {
+        let _ = writeln!(out, "skills/{skill}");
+    }
+    out
 }
 
 /// Every `skills/<name>` in `code` (the skills a program may import).
@@ -520,10 +598,11 @@ impl crate::sandbox::ModuleProvider for Modules {
     fn load(&self, path: &str) -> Option<Arc<str>> {
         let file = self.0.files.get(path)?;
         let compiled = file.compiled.get_or_init(|| {
+            let text = file.text()?;
             if !path.ends_with(".ts") {
-                return Ok(file.content.clone());
+                return Ok(text);
             }
-            crate::sandbox::transpile(&file.content, path)
+            crate::sandbox::transpile(&text, path)
                 .map(|transpiled| Arc::from(transpiled.code()))
                 .map_err(|error| error.message)
         });

@@ -213,9 +213,23 @@ async fn resources_and_prompts_of_server_everything_reach_the_client_and_program
         .unwrap();
     assert_eq!(uri, document);
 
-    // A session's subscriptions are bounded: past 1,000 one is refused, naming the limit, and
-    // the session goes on.
-    for n in 0..999 {
+    // A session's subscriptions are bounded: past 64 one is refused, naming the limit, and
+    // the session goes on. (A URI one of the server's templates expands to may be subscribed
+    // to; one it neither lists nor expands to may not.)
+    #[allow(deprecated)]
+    let (code, message) = error_code(
+        peer.subscribe(SubscribeRequestParams::new(
+            "runbyte://everything/demo://not/listed",
+        ))
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
+    assert!(
+        message.contains("is neither a resource server"),
+        "{message}"
+    );
+    for n in 0..63 {
         let uri = format!("runbyte://everything/demo://resource/dynamic/text/{n}");
         #[allow(deprecated)]
         peer.subscribe(SubscribeRequestParams::new(uri))
@@ -231,7 +245,7 @@ async fn resources_and_prompts_of_server_everything_reach_the_client_and_program
         .unwrap_err();
     let (code, message) = error_code(refused);
     assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
-    assert!(message.contains("1000 resource subscriptions"), "{message}");
+    assert!(message.contains("64 resource subscriptions"), "{message}");
     // Subscribing again to one held is no new subscription.
     #[allow(deprecated)]
     peer.subscribe(SubscribeRequestParams::new(document.clone()))
@@ -286,4 +300,171 @@ fn the_python_sdk_lists_and_reads_them_over_streamable_http_in_both_eras() {
         );
         assert_eq!(report["read"], json!([resources[0]]), "{era}: {report}");
     }
+}
+
+/// A server whose resources/list runs to about 6 MB (3,000 resources of 2 KiB, hostile names):
+/// Runbyte's answer is bounded (4 MiB of one server's) and paged, and a client can subscribe
+/// only to what the server listed or its templates expand to, at most 64 per session.
+#[tokio::test]
+async fn huge_resource_lists_are_bounded_paged_and_subscribed_only_as_listed() {
+    use rmcp::model::PaginatedRequestParams;
+    let dir = TempDir::new("catalog-huge");
+    dir.write(
+        "runbyte.toml",
+        &runbyte_tests::config_of(&[runbyte_tests::test_server_table(
+            "t",
+            &[
+                "--mode",
+                "huge-resources",
+                "--max-protocol-version",
+                "2025-11-25",
+            ],
+            "",
+        )]),
+    );
+    let client = runbyte_tests::client(&dir).await;
+    let peer = client.peer();
+    // Once the server is up.
+    for _ in 0..100 {
+        if !peer
+            .list_resources(None)
+            .await
+            .unwrap()
+            .resources
+            .is_empty()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut pages = Vec::new();
+    let mut cursor = None;
+    for _ in 0..100 {
+        let page = peer
+            .list_resources(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .unwrap();
+        let done = page.next_cursor.is_none();
+        cursor = page.next_cursor.clone();
+        pages.push(page);
+        if done {
+            break;
+        }
+    }
+    assert!(pages.len() > 1, "one page: {}", pages[0].resources.len());
+    let mut total_bytes = 0;
+    let mut listed = Vec::new();
+    for page in &pages {
+        let bytes = serde_json::to_vec(&page.resources).unwrap().len();
+        assert!(page.resources.len() <= 500, "{}", page.resources.len());
+        assert!(bytes <= 1024 * 1024 + 4096, "a page of {bytes} bytes");
+        total_bytes += bytes;
+        listed.extend(page.resources.iter().map(|r| r.uri.clone()));
+    }
+    // Bounded: about 6 MB listed downstream, at most 4 MiB of it answered.
+    assert!(total_bytes <= 4 * 1024 * 1024 + 4096, "{total_bytes} bytes");
+    assert!(
+        listed.len() > 1000 && listed.len() < 3000,
+        "{}",
+        listed.len()
+    );
+    assert_eq!(listed[0], "runbyte://t/test://item/0");
+    // A cursor Runbyte did not give is refused.
+    let (code, message) = error_code(
+        peer.list_resources(Some(
+            PaginatedRequestParams::default().with_cursor(Some("forged".to_owned())),
+        ))
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
+    assert!(message.contains("invalid cursor"), "{message}");
+
+    // Subscriptions: a URI the server never listed is refused, naming why; a listed one and a
+    // template's expansion are taken.
+    #[allow(deprecated)]
+    let refused = peer
+        .subscribe(SubscribeRequestParams::new("runbyte://t/test://nowhere/1"))
+        .await
+        .unwrap_err();
+    let (code, message) = error_code(refused);
+    assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
+    assert!(
+        message.contains("is neither a resource server `t` lists"),
+        "{message}"
+    );
+    #[allow(deprecated)]
+    peer.subscribe(SubscribeRequestParams::new(listed[1].clone()))
+        .await
+        .unwrap();
+    for n in 0..63 {
+        #[allow(deprecated)]
+        peer.subscribe(SubscribeRequestParams::new(format!(
+            "runbyte://t/test://item/{}",
+            100_000 + n
+        )))
+        .await
+        .unwrap();
+    }
+    #[allow(deprecated)]
+    let refused = peer
+        .subscribe(SubscribeRequestParams::new("runbyte://t/test://item/5"))
+        .await
+        .unwrap_err();
+    let (code, message) = error_code(refused);
+    assert_eq!(code, ErrorCode::INVALID_PARAMS, "{message}");
+    assert!(message.contains("64 resource subscriptions"), "{message}");
+    client.cancel().await.unwrap();
+}
+
+/// A 2026-07-28 `subscriptions/listen` follows only resources a server lists: one naming a URI
+/// no server listed ends with an error naming it, and none is subscribed to downstream.
+#[test]
+fn a_listen_for_a_resource_no_server_listed_is_refused() {
+    let mut served = runbyte_tests::JsonLines::start(&runbyte_tests::config_of(&[
+        runbyte_tests::test_server_table(
+            "t",
+            &[
+                "--mode",
+                "huge-resources",
+                "--max-protocol-version",
+                "2025-11-25",
+            ],
+            "",
+        ),
+    ]));
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let answer = served.request(
+        1,
+        "subscriptions/listen",
+        json!({"_meta": meta, "notifications": {
+            "resourceSubscriptions": ["runbyte://t/test://item/1", "runbyte://t/test://nowhere/x"]}}),
+    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("runbyte://t/test://nowhere/x")
+            && message.contains("is neither a resource server `t` lists"),
+        "{message}"
+    );
+    // More than a session's 64 at once: refused, naming the bound.
+    let many: Vec<String> = (0..65)
+        .map(|n| format!("runbyte://t/test://item/{n}"))
+        .collect();
+    let answer = served.request(
+        2,
+        "subscriptions/listen",
+        json!({"_meta": meta, "notifications": {"resourceSubscriptions": many}}),
+    );
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("64 resource subscriptions"),
+        "{answer}"
+    );
 }

@@ -218,3 +218,34 @@ fn the_hub_passes_the_conformance_suites_client_scenarios_for_2026_07_28() {
         ],
     );
 }
+
+/// `runbyte tools` prints what a server wrote (tool names, descriptions) with control and bidi
+/// characters escaped: the test server's hostile descriptions hold an escape sequence (CSI),
+/// NUL, BEL and a bidi override, and none reaches the terminal raw.
+#[test]
+fn runbyte_tools_prints_server_text_escaped() {
+    let dir = TempDir::new("tools-escaped");
+    dir.write(
+        "runbyte.toml",
+        &runbyte_tests::config_of(&[runbyte_tests::test_server_table(
+            "t",
+            &["--mode", "hostile-metadata"],
+            "",
+        )]),
+    );
+    let listed = run(dir.path(), &["tools"]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    assert!(
+        listed.stdout.contains("evil_description"),
+        "{}",
+        listed.stdout
+    );
+    assert!(
+        !listed.stdout.chars().any(|c| (c.is_control() && c != '\n')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)),
+        "{:?}",
+        listed.stdout
+    );
+    assert!(listed.stdout.contains("\\u{1b}[31m"), "{}", listed.stdout);
+}

@@ -81,7 +81,7 @@ async fn a_saved_skill_is_listed_found_and_run_by_a_later_session() {
     first.cancel().await.unwrap();
 
     // A new session, a new process: the skill is there, and a program runs it.
-    let second = client(&dir).await;
+    let second = runbyte_tests::client(&dir).await;
     let (answer, error) = call(
         &second,
         "execute_code",
@@ -131,4 +131,184 @@ async fn a_saved_skill_is_listed_found_and_run_by_a_later_session() {
     assert_eq!(deleted.code, Some(0), "{deleted:?}");
     let listed = run(dir.path(), &["skills"]);
     assert!(listed.stdout.contains("no skills"), "{listed:?}");
+}
+
+/// The hostile skills kept in `tests/corpus/skills/` (each once closed the comment that heads
+/// `/skills/<name>.ts`, so code in its `args` schema or description ran on import).
+fn hostile_corpus() -> Vec<serde_json::Value> {
+    let folder = runbyte_tests::repo_root().join("tests/corpus/skills");
+    let mut out: Vec<serde_json::Value> = std::fs::read_dir(&folder)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .collect();
+    out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    assert!(out.len() >= 5, "{}", folder.display());
+    out
+}
+
+/// Code in a skill's `args` schema (an enum value, a property name) or its description stays
+/// in the module's header comment: every hostile skill is saved through a client, and a
+/// program that imports them all finds that none of their text ran.
+#[tokio::test]
+async fn hostile_skill_schemas_run_nothing_when_imported() {
+    let dir = TempDir::new("skills-hostile");
+    dir.write(
+        "runbyte.toml",
+        &config_with("[server]\nskills-dir = \"my-skills\"\n"),
+    );
+    let client = client(&dir).await;
+    let corpus = hostile_corpus();
+    let mut imports = String::new();
+    let mut calls = Vec::new();
+    for (n, skill) in corpus.iter().enumerate() {
+        let save = json!({
+            "name": skill["name"],
+            "description": skill["description"],
+            "code": "export default async function (args: unknown) { return 'ran'; }\n",
+            "args": skill["args"],
+        });
+        let (saved, error) = call(&client, "save_skill", save).await;
+        assert!(!error, "{}: {saved}", skill["name"]);
+        imports.push_str(&format!(
+            "import s{n} from './skills/{}';\n",
+            skill["name"].as_str().unwrap()
+        ));
+        calls.push(format!("await s{n}({{}})"));
+        // The module's header is one comment: the first `*/` ends it, and the program follows.
+        let (module, error) = call(
+            &client,
+            "read_file",
+            json!({"path": format!("/skills/{}.ts", skill["name"].as_str().unwrap())}),
+        )
+        .await;
+        assert!(!error, "{module}");
+        let end = module.find("*/").unwrap();
+        assert!(
+            module[end..].starts_with("*/\nexport default async function"),
+            "{}: {module}",
+            skill["name"]
+        );
+    }
+    let program = format!(
+        "{imports}const ran = [{}];\nexport default {{ pwned: globalThis.pwned ?? null, ran }};",
+        calls.join(", ")
+    );
+    let (answer, error) = call(&client, "execute_code", json!({ "code": program })).await;
+    assert!(!error, "{answer}");
+    let value = result_json(&answer);
+    assert_eq!(value["pwned"], json!(null), "{answer}");
+    assert_eq!(
+        value["ran"].as_array().unwrap().len(),
+        corpus.len(),
+        "{answer}"
+    );
+    client.cancel().await.unwrap();
+
+    // `runbyte skills` prints their descriptions and signatures escaped: no escape sequence
+    // (an OSC 52 clipboard write, a title change) and no bidi override reaches the terminal.
+    let listed = run(dir.path(), &["skills"]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    assert!(
+        !listed
+            .stdout
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || ('\u{202a}'..='\u{202e}').contains(&c)),
+        "{:?}",
+        listed.stdout
+    );
+    assert!(listed.stdout.contains("\\u{1b}]52;c;"), "{}", listed.stdout);
+}
+
+/// Writes a skill folder by hand (as a person may), `size` bytes of program.
+fn write_skill(root: &std::path::Path, name: &str, size: usize) {
+    let folder = root.join(name);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: Written by hand.\n---\n"),
+    )
+    .unwrap();
+    let head = "export default async function () { return 1; }\n";
+    let mut code = String::from(head);
+    if size > head.len() + 3 {
+        code.push_str("// ");
+        code.push_str(&"x".repeat(size - head.len() - 3));
+    }
+    std::fs::write(folder.join("skill.ts"), code).unwrap();
+}
+
+/// The skills folder has a budget (256 skills, 64 MiB) that a save past it names; what is held
+/// in memory is each skill's name, description and digests, so `resources/list` reads no skill
+/// file (one deleted behind Runbyte's back is still listed, and importing it says why it
+/// cannot be read).
+#[tokio::test]
+async fn the_skills_folder_has_a_budget_and_lists_read_no_skill_file() {
+    let dir = TempDir::new("skills-budget");
+    dir.write(
+        "runbyte.toml",
+        &config_with("[server]\nskills-dir = \"my-skills\"\n"),
+    );
+    let root = dir.path().join("my-skills");
+    // 64 skills of 1 MiB less a little: 9 KiB under 64 MiB.
+    for n in 0..64 {
+        write_skill(&root, &format!("big-{n:02}"), 1024 * 1024 - 200);
+    }
+    write_skill(&root, "small", 100);
+    let client = client(&dir).await;
+    let save = |name: &str, bytes: usize| {
+        json!({
+            "name": name,
+            "description": "One more.",
+            "code": format!("export default async function () {{ return 1; }}\n// {}", "y".repeat(bytes)),
+        })
+    };
+    let (refused, error) = call(&client, "save_skill", save("one-more", 200 * 1024)).await;
+    assert!(
+        error && refused.contains("pass its budget of 64 MiB") && refused.contains("one-more"),
+        "{refused}"
+    );
+    let (saved, error) = call(&client, "save_skill", save("tiny", 10)).await;
+    assert!(!error, "{saved}");
+
+    let resources = client.peer().list_all_resources().await.unwrap();
+    let skill_files = resources
+        .iter()
+        .filter(|r| r.uri.starts_with("skill://"))
+        .count();
+    assert_eq!(skill_files, 66 * 2, "{resources:?}");
+    // Deleted behind Runbyte's back: still listed (nothing was read to list it); importing it
+    // fails by name.
+    std::fs::remove_file(root.join("small/skill.ts")).unwrap();
+    let resources = client.peer().list_all_resources().await.unwrap();
+    assert!(
+        resources.iter().any(|r| r.uri == "skill://small/skill.ts"),
+        "{resources:?}"
+    );
+    let (answer, _) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import small from './skills/small';\nexport default await small({});"}),
+    )
+    .await;
+    assert!(answer.contains("/skills/small.ts"), "{answer}");
+    client.cancel().await.unwrap();
+
+    // The count: a folder of 256 skills refuses a new one, naming the bound.
+    let dir = TempDir::new("skills-count");
+    dir.write(
+        "runbyte.toml",
+        &config_with("[server]\nskills-dir = \"my-skills\"\n"),
+    );
+    for n in 0..256 {
+        write_skill(&dir.path().join("my-skills"), &format!("s-{n:03}"), 60);
+    }
+    let second = runbyte_tests::client(&dir).await;
+    let (refused, error) = call(&second, "save_skill", save("one-more", 10)).await;
+    assert!(
+        error && refused.contains("holds 256 skills, the most it may (256)"),
+        "{refused}"
+    );
+    second.cancel().await.unwrap();
 }

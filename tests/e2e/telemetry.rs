@@ -480,6 +480,62 @@ fn an_execution_is_a_trace_with_a_span_per_tool_call_and_metrics_count_it() {
     );
 }
 
+/// Made-up tool names (a program may call any) take no label slot: after 1,100 of them, a tool
+/// the server lists is still counted by its name (before, they filled all 1,000 slots and every
+/// real tool showed as `_other`).
+#[test]
+fn made_up_tool_names_leave_the_metric_labels_to_listed_tools() {
+    let dir = TempDir::new("telemetry-labels");
+    let token_file = dir.path().join("token");
+    let config = format!(
+        "{}\n[server]\nauth-token-file = {:?}\n\n[sandbox.limits]\nmax-tool-calls = 2000\n\n[telemetry]\nmetrics = true\n",
+        config_of(&[test_server_table("t", &[], "")]),
+        token_file.display().to_string(),
+    );
+    let served = Served::with_config("telemetry-labels", "http", &config);
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let text = execute(
+        served.port,
+        Some(&token),
+        "import { callTool } from 'runbyte:bridge';\n\
+         let refused = 0;\n\
+         for (let n = 0; n < 1100; n++) {\n\
+           try { await callTool('t', `made_up_${n}`, {}); } catch { refused++; }\n\
+         }\n\
+         const echoed = await callTool('t', 'echo', { message: 'real' });\n\
+         export default { refused, echoed };",
+    );
+    assert!(text.contains("1100") && text.contains("real"), "{text}");
+    let (_, _, body) = http(
+        served.port,
+        &format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}"),
+        "",
+    );
+    let samples = parse_metrics(&body).unwrap();
+    assert_eq!(
+        sample(
+            &samples,
+            "runbyte_tool_calls_total",
+            &json!({"server": "t", "tool": "echo", "outcome": "ok"})
+        ),
+        1.0,
+        "{body}"
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "runbyte_tool_calls_total",
+            &json!({"server": "t", "tool": "_unknown", "outcome": "failed"})
+        ),
+        1100.0,
+        "{body}"
+    );
+    assert!(!body.contains("made_up_"), "{body}");
+}
+
 #[test]
 fn metrics_are_a_404_while_off_and_an_unreachable_collector_fails_nothing() {
     // A port nobody listens on.

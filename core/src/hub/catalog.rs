@@ -7,8 +7,19 @@
 //! `file:///notes.md` stay apart and a read goes to the server that listed it. Templates are
 //! prefixed the same way, which keeps them RFC 6570 templates. Prompt names are prefixed by the
 //! gateway (see [`crate::gateway::Gateway::prompts`]).
+//!
+//! What a server lists is kept (see [`Lists`]) until it says its list changed or its
+//! connection changes, so concurrent and repeated lists share one listing; each server's part is
+//! bounded by [`MAX_SERVER_LIST_BYTES`] and all of one kind by [`MAX_LIST_BYTES`], and Runbyte's
+//! answers come in pages ([`Gathered::page`]). A subscription is made downstream only for a URI
+//! its server lists, or one its resource templates expand to, and at most
+//! [`MAX_SUBSCRIPTIONS`] are held in all.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
 
 use rmcp::{
     Peer, RoleClient,
@@ -19,6 +30,7 @@ use rmcp::{
     },
     service::ServiceError,
 };
+use serde::Serialize;
 
 use super::{Connection, DEFAULT_CALL_TIMEOUT, Hub, HubEvent, Slot, Status};
 
@@ -35,6 +47,305 @@ const MAX_ITEMS: usize = 10_000;
 
 /// The most pages one listing follows.
 const MAX_PAGES: usize = 100;
+
+/// The most bytes (as JSON) one server's resources, resource templates or prompts take in
+/// Runbyte's answers: 4 MiB. Past it the rest are left out with a WARN naming the server.
+pub const MAX_SERVER_LIST_BYTES: usize = 4 * 1024 * 1024;
+/// The most bytes all servers' items of one kind take together: 16 MiB. Past it the rest are
+/// left out with a WARN naming the server whose items were cut.
+pub const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
+/// The most items in one page of Runbyte's own `resources/list`, `resources/templates/list` and
+/// `prompts/list`; the client follows `nextCursor` for the rest.
+pub const PAGE_ITEMS: usize = 500;
+/// The most bytes in one page (a page holds one item at least).
+pub const PAGE_BYTES: usize = 1024 * 1024;
+/// The most downstream resource subscriptions Runbyte holds at once, over every client (each
+/// distinct server and URI counts once): past it a subscription is refused naming the bound.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
+/// The longest URI a client may subscribe to.
+const MAX_SUBSCRIBED_URI: usize = 2048;
+/// How many of a server's templates a subscribed URI is matched against, and the most
+/// expressions a template may have to be matched at all.
+const MAX_MATCHED_TEMPLATES: usize = 1000;
+const MAX_TEMPLATE_EXPRESSIONS: usize = 32;
+
+/// Counts the bytes a value takes as JSON, without keeping them.
+struct Count(usize);
+
+impl std::io::Write for Count {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn json_size(value: &impl Serialize) -> usize {
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// One server's items of one kind, with Runbyte's names, and the size of each as JSON.
+#[derive(Debug)]
+pub struct Listing<T> {
+    items: Vec<T>,
+    sizes: Vec<usize>,
+}
+
+impl<T: Serialize> Listing<T> {
+    /// Items Runbyte makes itself (its skills): measured, not cut.
+    pub fn new(items: Vec<T>) -> Self {
+        let sizes = items.iter().map(json_size).collect();
+        Listing { items, sizes }
+    }
+}
+
+/// Every server's items of one kind, within [`MAX_LIST_BYTES`], in server order, shared (not
+/// copied) with every request that asked at the same time.
+#[derive(Debug)]
+pub struct Gathered<T> {
+    parts: Vec<(Arc<Listing<T>>, usize)>,
+}
+
+impl<T> Default for Gathered<T> {
+    fn default() -> Self {
+        Gathered { parts: Vec::new() }
+    }
+}
+
+impl<T: Clone> Gathered<T> {
+    /// Each server's listing in order, cut where the total passes [`MAX_LIST_BYTES`] (a WARN
+    /// names the server cut).
+    fn within_total(what: &str, lists: Vec<(String, Arc<Listing<T>>)>) -> Self {
+        let mut left = MAX_LIST_BYTES;
+        let mut parts = Vec::new();
+        for (server, listing) in lists {
+            let mut kept = 0;
+            for size in &listing.sizes {
+                if *size > left {
+                    break;
+                }
+                left -= size;
+                kept += 1;
+            }
+            if kept < listing.items.len() {
+                tracing::warn!(
+                    server,
+                    "{} of its {what} are left out: all servers' {what} together pass                      {MAX_LIST_BYTES} bytes",
+                    listing.items.len() - kept
+                );
+            }
+            parts.push((listing, kept));
+        }
+        Gathered { parts }
+    }
+
+    /// Adds a listing after the others, whole.
+    pub fn push(&mut self, listing: Listing<T>) {
+        let kept = listing.items.len();
+        self.parts.push((Arc::new(listing), kept));
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&T, usize)> {
+        self.parts.iter().flat_map(|(listing, kept)| {
+            listing.items[..*kept]
+                .iter()
+                .zip(listing.sizes[..*kept].iter().copied())
+        })
+    }
+
+    /// How many items there are.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|(_, kept)| kept).sum()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The page that starts at item `offset`: at most [`PAGE_ITEMS`] items and [`PAGE_BYTES`]
+    /// (one item at least), and where the next page starts, if there is one.
+    pub fn page(&self, offset: usize) -> (Vec<T>, Option<usize>) {
+        let mut page = Vec::new();
+        let mut bytes = 0;
+        for (item, size) in self.iter().skip(offset) {
+            if page.len() >= PAGE_ITEMS || (!page.is_empty() && bytes + size > PAGE_BYTES) {
+                let next = offset + page.len();
+                return (page, Some(next));
+            }
+            bytes += size;
+            page.push(item.clone());
+        }
+        (page, None)
+    }
+
+    /// Every item.
+    pub fn all(&self) -> Vec<T> {
+        self.iter().map(|(item, _)| item.clone()).collect()
+    }
+}
+
+/// The cursor of the page that starts at `offset` in Runbyte's own lists.
+pub fn cursor(offset: usize) -> String {
+    format!("runbyte-page-{offset}")
+}
+
+/// The offset a cursor of [`cursor`] stands for; `None` for one Runbyte did not give.
+pub fn offset(cursor: &str) -> Option<usize> {
+    cursor.strip_prefix("runbyte-page-")?.parse().ok()
+}
+
+/// Which kind of list changed.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind {
+    /// Resources and resource templates.
+    Resources,
+    Prompts,
+}
+
+/// One server's listing of one kind, made once for the connection it was asked on: requests at
+/// the same time wait for the same listing.
+type Cache<T> = Mutex<
+    HashMap<
+        String,
+        (
+            Weak<Connection>,
+            Arc<tokio::sync::OnceCell<Arc<Listing<T>>>>,
+        ),
+    >,
+>;
+
+/// What each server last listed, kept until it says its list changed (or its connection is
+/// replaced).
+#[derive(Default)]
+pub(super) struct Lists {
+    resources: Cache<Resource>,
+    templates: Cache<ResourceTemplate>,
+    prompts: Cache<Prompt>,
+}
+
+impl Lists {
+    /// The server's listings of `kind` are stale.
+    pub(super) fn forget(&self, server: &str, kind: Kind) {
+        match kind {
+            Kind::Resources => {
+                forget_in(&self.resources, server);
+                forget_in(&self.templates, server);
+            }
+            Kind::Prompts => forget_in(&self.prompts, server),
+        }
+    }
+}
+
+fn forget_in<T>(cache: &Cache<T>, server: &str) {
+    if let Ok(mut cache) = cache.lock() {
+        cache.remove(server);
+    }
+}
+
+/// The cell holding `server`'s listing on `connection` (a new one for a new connection).
+fn cell<T>(
+    cache: &Cache<T>,
+    server: &str,
+    connection: &Arc<Connection>,
+) -> Arc<tokio::sync::OnceCell<Arc<Listing<T>>>> {
+    let Ok(mut cache) = cache.lock() else {
+        return Arc::default();
+    };
+    if let Some((on, cell)) = cache.get(server)
+        && on.strong_count() > 0
+        && std::ptr::eq(on.as_ptr(), Arc::as_ptr(connection))
+    {
+        return cell.clone();
+    }
+    let cell = Arc::new(tokio::sync::OnceCell::new());
+    cache.insert(
+        server.to_owned(),
+        (Arc::downgrade(connection), cell.clone()),
+    );
+    cell
+}
+
+/// One piece of a URI template: text as it is, or an expression.
+enum Piece<'a> {
+    Text(&'a str),
+    /// `{+x}`, `{#x}`, `{?x}`, ...: any text.
+    Any,
+    /// `{x}`: text without `/`, `?` or `#`.
+    Segment,
+}
+
+/// Whether `uri` is one `template` expands to (RFC 6570, read loosely: a simple expression
+/// stands for text without `/`, `?` or `#`, one with an operator for any text). A template
+/// with more than [`MAX_TEMPLATE_EXPRESSIONS`] expressions matches nothing. The work is at most
+/// the template's pieces times the URI's length.
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    let mut pieces = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            pieces.push(Piece::Text(&rest[..open]));
+        }
+        let Some(close) = rest[open..].find('}') else {
+            return false;
+        };
+        let expression = &rest[open + 1..open + close];
+        pieces.push(
+            if expression.starts_with(['+', '#', '?', '&', '/', ';', '.']) {
+                Piece::Any
+            } else {
+                Piece::Segment
+            },
+        );
+        rest = &rest[open + close + 1..];
+        if pieces.len() > 2 * MAX_TEMPLATE_EXPRESSIONS + 1 {
+            return false;
+        }
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Text(rest));
+    }
+    // The positions in `uri` the pieces so far can end at.
+    let bytes = uri.as_bytes();
+    let mut at = vec![false; bytes.len() + 1];
+    at[0] = true;
+    for piece in &pieces {
+        let mut next = vec![false; bytes.len() + 1];
+        match piece {
+            Piece::Text(text) => {
+                for (start, _) in at.iter().enumerate().filter(|(_, on)| **on) {
+                    if uri[start..].starts_with(text) {
+                        next[start + text.len()] = true;
+                    }
+                }
+            }
+            Piece::Any => {
+                if let Some(first) = at.iter().position(|on| *on) {
+                    next[first..].fill(true);
+                }
+            }
+            Piece::Segment => {
+                let mut open = false;
+                for position in 0..=bytes.len() {
+                    open |= at[position];
+                    if open {
+                        next[position] = true;
+                    }
+                    if position < bytes.len() && matches!(bytes[position], b'/' | b'?' | b'#') {
+                        open = false;
+                    }
+                }
+            }
+        }
+        at = next;
+    }
+    at[bytes.len()]
+}
 
 /// Runbyte's URI for a server's resource `uri`.
 pub fn namespaced_uri(server: &str, uri: &str) -> String {
@@ -86,59 +397,78 @@ pub enum CatalogError {
     /// The server answered with an error, or not in time.
     #[error("server `{server}`: {why}")]
     Failed { server: String, why: String },
+    /// Past a bound (the subscriptions Runbyte holds).
+    #[error("{why}")]
+    TooMany { why: String },
 }
 
 impl CatalogError {
-    /// Whether the client asked for something that does not exist (a -32602 error), rather
-    /// than something a server failed to give (-32603).
+    /// Whether the client asked for something that does not exist, or past a bound (a -32602
+    /// error), rather than something a server failed to give (-32603).
     pub fn is_not_found(&self) -> bool {
-        matches!(self, CatalogError::NotFound { .. })
+        matches!(
+            self,
+            CatalogError::NotFound { .. } | CatalogError::TooMany { .. }
+        )
     }
 }
 
-/// Each server's items, renamed by `rename` for clients, in one list.
-fn namespaced<T>(lists: Vec<(String, Vec<T>)>, rename: impl Fn(&str, &mut T)) -> Vec<T> {
-    let mut all = Vec::new();
-    for (server, items) in lists {
-        all.extend(items.into_iter().map(|mut item| {
-            rename(&server, &mut item);
-            item
-        }));
-    }
-    all
-}
-
-/// Lists every page of one kind of item, at most [`MAX_PAGES`] pages and [`MAX_ITEMS`] items.
-async fn list_pages<T, F, Fut>(server: &str, what: &str, mut page: F) -> Result<Vec<T>, String>
+/// Lists every page of one kind of item, at most [`MAX_PAGES`] pages, [`MAX_ITEMS`] items and
+/// [`MAX_SERVER_LIST_BYTES`] (as JSON, after `rename`), and measures each.
+async fn list_pages<T, F, Fut>(
+    server: &str,
+    what: &str,
+    rename: fn(&str, &mut T),
+    mut page: F,
+) -> Result<Listing<T>, String>
 where
+    T: Serialize,
     F: FnMut(Option<PaginatedRequestParams>) -> Fut,
     Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
 {
-    let mut items = Vec::new();
+    let mut listing = Listing {
+        items: Vec::new(),
+        sizes: Vec::new(),
+    };
+    let mut bytes = 0;
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
         let params =
             cursor.map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
         let (listed, next) = page(params).await.map_err(|e| e.to_string())?;
-        items.extend(listed);
-        if items.len() > MAX_ITEMS {
-            tracing::warn!(
-                server,
-                "lists more than {MAX_ITEMS} {what}; the rest are left out"
-            );
-            items.truncate(MAX_ITEMS);
-            return Ok(items);
+        for mut item in listed {
+            if listing.items.len() >= MAX_ITEMS {
+                tracing::warn!(
+                    server,
+                    "lists more than {MAX_ITEMS} {what}; the rest are left out"
+                );
+                return Ok(listing);
+            }
+            rename(server, &mut item);
+            let size = json_size(&item);
+            if bytes + size > MAX_SERVER_LIST_BYTES {
+                tracing::warn!(
+                    server,
+                    "its {what} pass {MAX_SERVER_LIST_BYTES} bytes after {} of them; the rest \
+                     are left out",
+                    listing.items.len()
+                );
+                return Ok(listing);
+            }
+            bytes += size;
+            listing.items.push(item);
+            listing.sizes.push(size);
         }
         cursor = next;
         if cursor.is_none() {
-            return Ok(items);
+            return Ok(listing);
         }
     }
     tracing::warn!(
         server,
         "its {what} run past {MAX_PAGES} pages; the rest are left out"
     );
-    Ok(items)
+    Ok(listing)
 }
 
 impl Hub {
@@ -208,41 +538,56 @@ impl Hub {
             .collect()
     }
 
-    /// Asks every server that `offers` for every page of its list (`page` asks one), in
-    /// parallel; a server that fails or takes longer than its init timeout is left out with a
-    /// warning.
+    /// Every server's listing of one kind (only `only`'s when given): kept from before in
+    /// `cache` while its connection lasts and it has not said its list changed, else asked for
+    /// every page (`page` asks one), in parallel. A server that fails or takes longer than its
+    /// init timeout is left out with a warning (and asked again next time).
     async fn gather<T, F, Fut>(
         &self,
         what: &'static str,
         offers: fn(&Connection) -> bool,
+        cache: &Cache<T>,
+        only: Option<&str>,
+        rename: fn(&str, &mut T),
         page: F,
-    ) -> Vec<(String, Vec<T>)>
+    ) -> Vec<(String, Arc<Listing<T>>)>
     where
+        T: Serialize,
         F: Fn(Peer<RoleClient>, Option<PaginatedRequestParams>) -> Fut + Clone,
         Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
     {
         let asks = self
             .offering(offers)
             .into_iter()
+            .filter(|(server, ..)| only.is_none_or(|only| only == server))
             .map(|(server, connection, within)| {
-                let (peer, page) = (connection.service.peer().clone(), page.clone());
+                let page = page.clone();
                 async move {
-                    let listing = list_pages(&server, what, |params| page(peer.clone(), params));
-                    match tokio::time::timeout(within, listing).await {
-                        Ok(Ok(items)) => Some((server, items)),
-                        Ok(Err(error)) => {
-                            tracing::warn!(server, "listing its {what} failed: {error}");
-                            None
-                        }
-                        Err(_) => {
-                            tracing::warn!(
-                                server,
-                                "did not list its {what} within {} ms",
-                                within.as_millis()
-                            );
-                            None
-                        }
-                    }
+                    let cell = cell(cache, &server, &connection);
+                    let peer = connection.service.peer().clone();
+                    let filled = cell
+                        .get_or_try_init(|| async {
+                            let listing = list_pages(&server, what, rename, |params| {
+                                page(peer.clone(), params)
+                            });
+                            match tokio::time::timeout(within, listing).await {
+                                Ok(Ok(listing)) => Ok(Arc::new(listing)),
+                                Ok(Err(error)) => {
+                                    tracing::warn!(server, "listing its {what} failed: {error}");
+                                    Err(())
+                                }
+                                Err(_) => {
+                                    tracing::warn!(
+                                        server,
+                                        "did not list its {what} within {} ms",
+                                        within.as_millis()
+                                    );
+                                    Err(())
+                                }
+                            }
+                        })
+                        .await;
+                    filled.ok().map(|listing| (server, listing.clone()))
                 }
             });
         futures::future::join_all(asks)
@@ -252,45 +597,117 @@ impl Hub {
             .collect()
     }
 
-    /// Every server's resources, with Runbyte's URIs, server by server.
-    pub async fn list_resources(&self) -> Vec<Resource> {
+    async fn resources_of(&self, only: Option<&str>) -> Vec<(String, Arc<Listing<Resource>>)> {
         let offers = |c: &Connection| c.offers_resources().0;
-        let lists = self
-            .gather("resources", offers, |peer, params| async move {
+        let rename = |server: &str, resource: &mut Resource| {
+            resource.uri = namespaced_uri(server, &resource.uri);
+        };
+        self.gather(
+            "resources",
+            offers,
+            &self.inner.lists.resources,
+            only,
+            rename,
+            |peer, params| async move {
                 let page = peer.list_resources(params).await?;
                 Ok((page.resources, page.next_cursor))
-            })
-            .await;
-        namespaced(lists, |server, resource: &mut Resource| {
-            resource.uri = namespaced_uri(server, &resource.uri);
-        })
-    }
-
-    /// Every server's resource templates, with Runbyte's URI prefix.
-    pub async fn list_resource_templates(&self) -> Vec<ResourceTemplate> {
-        let offers = |c: &Connection| c.offers_resources().0;
-        let lists = self
-            .gather("resource templates", offers, |peer, params| async move {
-                let page = peer.list_resource_templates(params).await?;
-                Ok((page.resource_templates, page.next_cursor))
-            })
-            .await;
-        namespaced(lists, |server, template: &mut ResourceTemplate| {
-            template.uri_template = namespaced_uri(server, &template.uri_template);
-        })
-    }
-
-    /// Every server's prompts, with the server's name (the gateway names them for clients).
-    pub async fn list_prompts(&self) -> Vec<(String, Vec<Prompt>)> {
-        self.gather(
-            "prompts",
-            Connection::offers_prompts,
-            |peer, params| async move {
-                let page = peer.list_prompts(params).await?;
-                Ok((page.prompts, page.next_cursor))
             },
         )
         .await
+    }
+
+    async fn templates_of(
+        &self,
+        only: Option<&str>,
+    ) -> Vec<(String, Arc<Listing<ResourceTemplate>>)> {
+        let offers = |c: &Connection| c.offers_resources().0;
+        let rename = |server: &str, template: &mut ResourceTemplate| {
+            template.uri_template = namespaced_uri(server, &template.uri_template);
+        };
+        self.gather(
+            "resource templates",
+            offers,
+            &self.inner.lists.templates,
+            only,
+            rename,
+            |peer, params| async move {
+                let page = peer.list_resource_templates(params).await?;
+                Ok((page.resource_templates, page.next_cursor))
+            },
+        )
+        .await
+    }
+
+    /// Every server's resources, with Runbyte's URIs, server by server, within the bounds.
+    pub async fn list_resources(&self) -> Gathered<Resource> {
+        Gathered::within_total("resources", self.resources_of(None).await)
+    }
+
+    /// Every server's resource templates, with Runbyte's URI prefix, within the bounds.
+    pub async fn list_resource_templates(&self) -> Gathered<ResourceTemplate> {
+        Gathered::within_total("resource templates", self.templates_of(None).await)
+    }
+
+    /// Every server's prompts, with the server's name (the gateway names them for clients),
+    /// within the bounds.
+    pub async fn list_prompts(&self) -> Vec<(String, Vec<Prompt>)> {
+        let lists = self
+            .gather(
+                "prompts",
+                Connection::offers_prompts,
+                &self.inner.lists.prompts,
+                None,
+                |_, _| {},
+                |peer, params| async move {
+                    let page = peer.list_prompts(params).await?;
+                    Ok((page.prompts, page.next_cursor))
+                },
+            )
+            .await;
+        let servers: Vec<String> = lists.iter().map(|(server, _)| server.clone()).collect();
+        let gathered = Gathered::within_total("prompts", lists);
+        servers
+            .into_iter()
+            .zip(gathered.parts)
+            .map(|(server, (listing, kept))| (server, listing.items[..kept].to_vec()))
+            .collect()
+    }
+
+    /// Whether a client may subscribe to Runbyte's `uri` of `server`: a resource the server
+    /// lists, or one its resource templates expand to.
+    async fn check_subscribable(&self, server: &str, uri: &str) -> Result<(), CatalogError> {
+        if uri.len() > MAX_SUBSCRIBED_URI {
+            return Err(CatalogError::NotFound {
+                uri: format!("{}...", uri.chars().take(64).collect::<String>()),
+                why: format!("is longer than {MAX_SUBSCRIBED_URI} bytes"),
+            });
+        }
+        let listed = self.resources_of(Some(server)).await;
+        if listed
+            .iter()
+            .any(|(_, listing)| listing.items.iter().any(|resource| resource.uri == uri))
+        {
+            return Ok(());
+        }
+        let templates = self.templates_of(Some(server)).await;
+        let matched = templates.iter().any(|(_, listing)| {
+            listing
+                .items
+                .iter()
+                .take(MAX_MATCHED_TEMPLATES)
+                .any(|template| template_matches(&template.uri_template, uri))
+        });
+        if matched {
+            return Ok(());
+        }
+        Err(CatalogError::NotFound {
+            uri: uri.to_owned(),
+            why: format!(
+                "is neither a resource server `{server}` lists (resources/list) nor one of its \
+                 resource templates (resources/templates/list) expands to; only those can be \
+                 subscribed to"
+            ),
+        })
     }
 
     /// The slot of the server a Runbyte resource URI names, and the server's own URI.
@@ -433,11 +850,25 @@ impl Hub {
     /// Subscribes a client to a resource by Runbyte's URI: the first subscription to a URI
     /// subscribes downstream (`resources/subscribe`, the legacy revisions' way), later ones only
     /// count. Its updates arrive as [`HubEvent::ResourceUpdated`].
+    ///
+    /// Only a URI the server lists, or one its templates expand to, is subscribed to (else
+    /// -32602 saying so), and at most [`MAX_SUBSCRIPTIONS`] distinct ones are held downstream.
     pub async fn subscribe_resource(&self, uri: &str) -> Result<(), CatalogError> {
         let (slot, original) = self.resource_slot(uri)?;
         let server = slot.name.clone();
         let key = (server.clone(), original.to_owned());
-        let first = self.hold(&key, 1) == 1;
+        if !self.is_held(&key) {
+            // A server still starting is waited for (bounded by its init timeout), so what it
+            // lists can be checked.
+            if let Err(reason) = self.ensure_connected(slot).await {
+                return Err(CatalogError::Unavailable {
+                    server,
+                    why: format!("is unavailable: {reason}"),
+                });
+            }
+            self.check_subscribable(&server, uri).await?;
+        }
+        let first = self.reserve(&key)? == 1;
         if !first {
             return Ok(());
         }
@@ -505,6 +936,34 @@ impl Hub {
         Ok(())
     }
 
+    /// Whether some client subscription holds `key` now.
+    fn is_held(&self, key: &(String, String)) -> bool {
+        self.inner
+            .subscribed
+            .lock()
+            .is_ok_and(|subscribed| subscribed.contains_key(key))
+    }
+
+    /// One more client subscription holds `key`: the new count, or an error when `key` is new
+    /// and [`MAX_SUBSCRIPTIONS`] are held already.
+    fn reserve(&self, key: &(String, String)) -> Result<usize, CatalogError> {
+        let Ok(mut subscribed) = self.inner.subscribed.lock() else {
+            return Ok(0);
+        };
+        if !subscribed.contains_key(key) && subscribed.len() >= MAX_SUBSCRIPTIONS {
+            return Err(CatalogError::TooMany {
+                why: format!(
+                    "Runbyte holds {MAX_SUBSCRIPTIONS} resource subscriptions for its clients, the \
+                     most it may; `{}` of server `{}` was not subscribed to",
+                    key.1, key.0
+                ),
+            });
+        }
+        let count = subscribed.entry(key.clone()).or_insert(0);
+        *count += 1;
+        Ok(*count)
+    }
+
     /// Changes how many client subscriptions hold `key` by `by` (never below zero) and returns
     /// the new count; a count of zero is forgotten.
     fn hold(&self, key: &(String, String), by: isize) -> usize {
@@ -524,6 +983,10 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::Value;
+
     use super::*;
 
     #[test]
@@ -561,5 +1024,146 @@ mod tests {
         ] {
             assert_eq!(split_uri(uri), None, "{uri}");
         }
+    }
+
+    fn corpus() -> Value {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/corpus/resources/names.json"
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn strings(value: &Value) -> Vec<String> {
+        value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn hostile_names_round_trip_and_templates_match_only_their_expansions() {
+        let corpus = corpus();
+        for server in strings(&corpus["servers"]) {
+            for uri in strings(&corpus["uris"]) {
+                let namespaced = namespaced_uri(&server, &uri);
+                let back = split_uri(&namespaced);
+                if server.is_empty() || uri.is_empty() {
+                    assert_eq!(back, None, "{server:?} {uri:?}");
+                } else {
+                    assert_eq!(back, Some((server.clone(), uri.as_str())), "{namespaced:?}");
+                }
+            }
+        }
+        for case in corpus["templates"].as_array().unwrap() {
+            let template = case[0].as_str().unwrap();
+            for uri in strings(&case[1]) {
+                assert!(template_matches(template, &uri), "{template} {uri}");
+                // Namespaced the same way, they still match.
+                assert!(
+                    template_matches(&namespaced_uri("s", template), &namespaced_uri("s", &uri)),
+                    "{template} {uri}"
+                );
+            }
+            for uri in strings(&case[2]) {
+                assert!(!template_matches(template, &uri), "{template} {uri}");
+            }
+        }
+        // A template of many expressions matches nothing, and costs little.
+        let wide = "{a}".repeat(10_000);
+        let started = std::time::Instant::now();
+        assert!(!template_matches(&wide, &"x".repeat(2048)));
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    fn resource(server: &str, n: usize, description: usize) -> Resource {
+        Resource::new(
+            namespaced_uri(server, &format!("test://{n}")),
+            format!("r{n}"),
+        )
+        .with_description("d".repeat(description))
+    }
+
+    #[test]
+    fn generated_resource_lists_page_to_the_whole_within_the_bounds() {
+        let servers = strings(&corpus()["servers"]);
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below.max(1)
+        };
+        for round in 0..40 {
+            let mut lists = Vec::new();
+            for server in servers.iter().take(1 + next(6) as usize) {
+                let count = next(if round % 10 == 0 { 3000 } else { 200 }) as usize;
+                // Now and then an item larger than a page.
+                let items: Vec<Resource> = (0..count)
+                    .map(|n| {
+                        let size = if next(500) == 0 {
+                            PAGE_BYTES + 10
+                        } else {
+                            next(if round % 10 == 0 { 8000 } else { 300 }) as usize
+                        };
+                        resource(server, n, size)
+                    })
+                    .collect();
+                lists.push((server.clone(), Arc::new(Listing::new(items))));
+            }
+            let gathered = Gathered::within_total("resources", lists);
+            let all = gathered.all();
+            let total: usize = all.iter().map(json_size).sum();
+            assert!(total <= MAX_LIST_BYTES, "round {round}: {total}");
+            let mut paged = Vec::new();
+            let mut offset = 0;
+            loop {
+                let (page, next_offset) = gathered.page(offset);
+                let bytes: usize = page.iter().map(json_size).sum();
+                assert!(page.len() <= PAGE_ITEMS, "round {round}");
+                assert!(
+                    page.len() == 1 || bytes <= PAGE_BYTES,
+                    "round {round}: {bytes}"
+                );
+                paged.extend(page);
+                match next_offset {
+                    Some(at) => {
+                        assert_eq!(super::offset(&cursor(at)), Some(at));
+                        offset = at;
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(paged, all, "round {round}");
+            assert_eq!(gathered.len(), all.len());
+        }
+        assert_eq!(super::offset("runbyte-page-x"), None);
+        assert_eq!(super::offset("42"), None);
+    }
+
+    #[test]
+    fn lists_past_the_total_are_cut_at_the_server_that_passes_it() {
+        // Five servers of 4 MiB less a little each: the fifth is cut.
+        let per = MAX_SERVER_LIST_BYTES / 1000 - 200;
+        let lists: Vec<(String, Arc<Listing<Resource>>)> = (0..5)
+            .map(|s| {
+                let server = format!("s{s}");
+                let items = (0..1000).map(|n| resource(&server, n, per)).collect();
+                (server, Arc::new(Listing::new(items)))
+            })
+            .collect();
+        let gathered = Gathered::within_total("resources", lists);
+        let kept: Vec<usize> = gathered.parts.iter().map(|(_, kept)| *kept).collect();
+        assert_eq!(&kept[..4], &[1000, 1000, 1000, 1000], "{kept:?}");
+        assert!(kept[4] > 0 && kept[4] < 1000, "{kept:?}");
+        // As many as fit: one more would pass the total.
+        let total: usize = gathered.iter().map(|(_, size)| size).sum();
+        let next = gathered.parts[4].0.sizes[kept[4]];
+        assert!(
+            total <= MAX_LIST_BYTES && total + next > MAX_LIST_BYTES,
+            "{total}"
+        );
     }
 }

@@ -31,7 +31,10 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-pub use catalog::{CatalogError, READ_RESOURCE, namespaced_uri, split_uri};
+pub use catalog::{
+    CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, cursor, namespaced_uri,
+    offset, split_uri,
+};
 use client::Change;
 pub use client::{Connection, Listed};
 pub use transports::Transports;
@@ -280,6 +283,8 @@ struct Inner {
     /// Resources subscribed to downstream (`resources/subscribe`), by server and the server's
     /// own URI, with how many client subscriptions hold each.
     subscribed: Mutex<HashMap<(String, String), usize>>,
+    /// Each server's resources, templates and prompts as last listed (see [`catalog::Lists`]).
+    lists: catalog::Lists,
     /// Cancelled by [`Hub::shutdown`]: connections being opened give up and close.
     stopping: CancellationToken,
 }
@@ -348,6 +353,7 @@ impl Hub {
                 events,
                 changes,
                 subscribed: Mutex::default(),
+                lists: catalog::Lists::default(),
                 stopping: CancellationToken::new(),
             }),
         };
@@ -361,8 +367,14 @@ impl Hub {
                         hub.list_changed(&server);
                         continue;
                     }
-                    Change::Resources(server) => HubEvent::ResourcesChanged { server },
-                    Change::Prompts(server) => HubEvent::PromptsChanged { server },
+                    Change::Resources(server) => {
+                        hub.inner.lists.forget(&server, catalog::Kind::Resources);
+                        HubEvent::ResourcesChanged { server }
+                    }
+                    Change::Prompts(server) => {
+                        hub.inner.lists.forget(&server, catalog::Kind::Prompts);
+                        HubEvent::PromptsChanged { server }
+                    }
                     Change::ResourceUpdated(server, uri) => HubEvent::ResourceUpdated {
                         uri: namespaced_uri(&server, &uri),
                     },
@@ -404,6 +416,21 @@ impl Hub {
             .values()
             .map(|slot| slot.view())
             .collect()
+    }
+
+    /// A check of whether a server lists a tool now (by its original name), for labels that
+    /// must stay bounded (the metrics'): it holds the Hub weakly and never waits.
+    pub fn tool_lister(&self) -> impl Fn(&str, &str) -> bool + Send + Sync + 'static {
+        let inner = Arc::downgrade(&self.inner);
+        move |server, tool| {
+            let Some(inner) = inner.upgrade() else {
+                return false;
+            };
+            inner.servers.get(server).is_some_and(|slot| {
+                let tools = slot.with(|state| state.listed.tools.clone());
+                tools.iter().any(|listed| listed.name == tool)
+            })
+        }
     }
 
     /// One server's view, if it is configured.

@@ -6,7 +6,10 @@
 
 use std::{
     collections::HashSet,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use rmcp::{
@@ -104,6 +107,20 @@ pub struct Session {
     /// The resources this (legacy) session subscribed to with `resources/subscribe`, by
     /// Runbyte's URI.
     subscriptions: Arc<Mutex<HashSet<String>>>,
+    /// How many resources this session's open `subscriptions/listen` requests follow.
+    listening: Arc<AtomicUsize>,
+}
+
+/// Resources a listen follows, counted against its session's bound until it ends.
+struct Following {
+    count: usize,
+    listening: Arc<AtomicUsize>,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.listening.fetch_sub(self.count, Ordering::SeqCst);
+    }
 }
 
 /// The severity order of MCP log levels, lowest first.
@@ -130,6 +147,7 @@ impl Session {
             listener,
             log_level: Arc::new(Mutex::new(None)),
             subscriptions: Arc::default(),
+            listening: Arc::default(),
         }
     }
 
@@ -137,6 +155,32 @@ impl Session {
     /// server about to be ready is listed, one that takes longer delays no one.
     async fn settle(&self) {
         let _ = tokio::time::timeout(STARTUP_GRACE, self.gateway.ready()).await;
+    }
+
+    /// Holds `count` more of the session's [`MAX_SESSION_SUBSCRIPTIONS`] for a listen, until
+    /// the guard is dropped; an error when they are not free.
+    fn follow(&self, count: usize) -> Result<Following, ErrorData> {
+        let legacy = self.subscriptions.lock().map_or(0, |held| held.len());
+        let mut now = self.listening.load(Ordering::SeqCst);
+        loop {
+            if legacy + now + count > MAX_SESSION_SUBSCRIPTIONS {
+                return Err(too_many_subscriptions(""));
+            }
+            match self.listening.compare_exchange(
+                now,
+                now + count,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => {
+                    return Ok(Following {
+                        count,
+                        listening: self.listening.clone(),
+                    });
+                }
+                Err(changed) => now = changed,
+            }
+        }
     }
 
     /// Whether the session subscribed to the resource at Runbyte's `uri`.
@@ -187,13 +231,17 @@ impl Session {
     }
 
     async fn read_file(&self, args: &Value) -> Result<String, String> {
-        let path = required_str(args, "path")?;
-        self.gateway
-            .vfs
-            .settled(STARTUP_GRACE)
-            .await
-            .read(path)
-            .map(|content| content.to_string())
+        let path = required_str(args, "path")?.to_owned();
+        let snapshot = self.gateway.vfs.settled(STARTUP_GRACE).await;
+        // A saved skill is read from disk: on a blocking thread.
+        let read = if snapshot.reads_disk(&path) {
+            tokio::task::spawn_blocking(move || snapshot.read(&path))
+                .await
+                .map_err(|e| e.to_string())?
+        } else {
+            snapshot.read(&path)
+        };
+        read.map(|content| content.to_string())
             .map_err(|e| e.to_string())
     }
 
@@ -250,7 +298,7 @@ impl Session {
         let saved = tokio::task::spawn_blocking(move || skills.save(request))
             .await
             .map_err(|e| format!("saving failed: {e}"))??;
-        self.gateway.refresh_skills();
+        self.gateway.refresh_skills().await;
         Ok(saved)
     }
 }
@@ -575,12 +623,24 @@ const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_millis(500)
 /// How often a running execution tells a client that asked for progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The most resources one `subscriptions/listen` follows.
-const MAX_LISTENED_RESOURCES: usize = 100;
-/// The most resources one legacy session may hold subscriptions to (`resources/subscribe`):
-/// each is a downstream subscription and an entry in the Hub, so a client cannot grow them
-/// without bound.
-const MAX_SESSION_SUBSCRIPTIONS: usize = 1000;
+/// The most resources one session follows, through `resources/subscribe` (legacy) and every
+/// `subscriptions/listen` it holds open together: each is a downstream subscription and an
+/// entry in the Hub, so a client cannot grow them without bound (the Hub bounds them over every
+/// client too: [`crate::hub::MAX_SUBSCRIPTIONS`]).
+const MAX_SESSION_SUBSCRIPTIONS: usize = 64;
+
+/// The error past [`MAX_SESSION_SUBSCRIPTIONS`].
+fn too_many_subscriptions(uri: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INVALID_PARAMS,
+        format!(
+            "this session holds {MAX_SESSION_SUBSCRIPTIONS} resource subscriptions, the most it \
+             may (resources/subscribe and subscriptions/listen together); unsubscribe from one, \
+             or end a listen, first"
+        ),
+        Some(json!({"uri": uri})),
+    )
+}
 
 /// A resource or prompt request's failure, as the JSON-RPC error a client gets: -32602 (with
 /// the URI) for what does not exist, -32603 for a server that failed.
@@ -591,6 +651,21 @@ fn catalog_error(error: crate::hub::CatalogError, uri: Option<&str>) -> ErrorDat
         ErrorCode::INTERNAL_ERROR
     };
     ErrorData::new(code, error.to_string(), uri.map(|uri| json!({"uri": uri})))
+}
+
+/// Where the page a list request asks for starts: 0 without a cursor; -32602 for a cursor
+/// Runbyte did not give.
+fn page_offset(request: Option<&PaginatedRequestParams>) -> Result<usize, ErrorData> {
+    match request.and_then(|r| r.cursor.as_deref()) {
+        None => Ok(0),
+        Some(cursor) => crate::hub::offset(cursor).ok_or_else(|| {
+            ErrorData::new(
+                ErrorCode::INVALID_PARAMS,
+                "invalid cursor: pass the `nextCursor` of the previous page as it was given",
+                Some(json!({"cursor": cursor.chars().take(128).collect::<String>()})),
+            )
+        }),
+    }
 }
 
 fn required_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
@@ -642,7 +717,6 @@ impl ServerHandler for Session {
                 .filter(|uri| {
                     crate::hub::split_uri(uri).is_some_and(|(server, _)| servers.contains(&server))
                 })
-                .take(MAX_LISTENED_RESOURCES)
                 .cloned()
                 .collect()
         });
@@ -654,12 +728,28 @@ impl ServerHandler for Session {
         use tokio::sync::broadcast::error::RecvError;
         let mut events = self.gateway.hub.subscribe();
         let accepted = context.accepted().clone();
-        // The resources listened to are subscribed to downstream while the listen lasts.
+        // The resources listened to are subscribed to downstream while the listen lasts: each
+        // one a server lists (or its templates expand to), within the session's bound, or the
+        // listen ends with an error naming the one refused.
+        let mut seen = HashSet::new();
+        let wanted: Vec<String> = accepted
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| seen.insert(uri.as_str()))
+            .cloned()
+            .collect();
+        let _listening = self.follow(wanted.len())?;
         let mut held = Vec::new();
-        for uri in accepted.resource_subscriptions.iter().flatten() {
-            match self.gateway.hub.subscribe_resource(uri).await {
-                Ok(()) => held.push(uri.clone()),
-                Err(error) => tracing::warn!(uri, "cannot follow a resource: {error}"),
+        for uri in wanted {
+            match self.gateway.hub.subscribe_resource(&uri).await {
+                Ok(()) => held.push(uri),
+                Err(error) => {
+                    for uri in held {
+                        let _ = self.gateway.hub.unsubscribe_resource(&uri).await;
+                    }
+                    return Err(catalog_error(error, Some(&uri)));
+                }
             }
         }
         let on = |flag: Option<bool>| flag == Some(true);
@@ -697,27 +787,39 @@ impl ServerHandler for Session {
         outcome
     }
 
-    /// The downstream servers' resources, with Runbyte's URIs (`runbyte://<server>/<uri>`).
+    /// The downstream servers' resources, with Runbyte's URIs (`runbyte://<server>/<uri>`), then
+    /// the saved skills' files, in pages (see [`crate::hub::Gathered::page`]).
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let offset = page_offset(request.as_ref())?;
         self.settle().await;
         let mut resources = self.gateway.hub.list_resources().await;
-        resources.extend(self.gateway.skills.resources());
-        Ok(ListResourcesResult::with_all_items(resources))
+        resources.push(crate::hub::Listing::new(self.gateway.skills.resources()));
+        let (page, next) = resources.page(offset);
+        let mut result = ListResourcesResult::with_all_items(page);
+        result.next_cursor = next.map(crate::hub::cursor);
+        Ok(result)
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let offset = page_offset(request.as_ref())?;
         self.settle().await;
-        Ok(ListResourceTemplatesResult::with_all_items(
-            self.gateway.hub.list_resource_templates().await,
-        ))
+        let (page, next) = self
+            .gateway
+            .hub
+            .list_resource_templates()
+            .await
+            .page(offset);
+        let mut result = ListResourceTemplatesResult::with_all_items(page);
+        result.next_cursor = next.map(crate::hub::cursor);
+        Ok(result)
     }
 
     /// Reads a resource from the server its URI names. An unknown URI is -32602 with the URI
@@ -728,7 +830,12 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         if request.uri.starts_with(crate::skills::SKILL_SCHEME) {
-            return match self.gateway.skills.read_resource(&request.uri) {
+            let (skills, uri) = (self.gateway.skills.clone(), request.uri.clone());
+            let read = tokio::task::spawn_blocking(move || skills.read_resource(&uri))
+                .await
+                .ok()
+                .flatten();
+            return match read {
                 Some((text, mime)) => Ok(ReadResourceResult::new(vec![
                     ResourceContents::text(text, request.uri.clone()).with_mime_type(mime),
                 ])
@@ -766,15 +873,11 @@ impl ServerHandler for Session {
         // it at once subscribe downstream once; a failure lets it go again.
         let reserved = match self.subscriptions.lock() {
             Ok(subscribed) if subscribed.contains(&request.uri) => return Ok(()),
-            Ok(subscribed) if subscribed.len() >= MAX_SESSION_SUBSCRIPTIONS => {
-                return Err(ErrorData::new(
-                    ErrorCode::INVALID_PARAMS,
-                    format!(
-                        "this session holds {MAX_SESSION_SUBSCRIPTIONS} resource subscriptions, \
-                         the most it may; unsubscribe from one first"
-                    ),
-                    Some(json!({"uri": request.uri})),
-                ));
+            Ok(subscribed)
+                if subscribed.len() + self.listening.load(Ordering::SeqCst)
+                    >= MAX_SESSION_SUBSCRIPTIONS =>
+            {
+                return Err(too_many_subscriptions(&request.uri));
             }
             Ok(mut subscribed) => subscribed.insert(request.uri.clone()),
             Err(_) => false,
@@ -815,11 +918,9 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, ErrorData> {
-        let skills = self.gateway.skills.clone();
-        let listed = tokio::task::spawn_blocking(move || skills.mcp_skills())
-            .await
-            .unwrap_or_default();
-        Ok(ListSkillsResult::with_all_items(listed))
+        Ok(ListSkillsResult::with_all_items(
+            self.gateway.skills.mcp_skills(),
+        ))
     }
 
     async fn get_skill(
@@ -827,13 +928,7 @@ impl ServerHandler for Session {
         request: GetSkillRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
-        let skills = self.gateway.skills.clone();
-        let uri = request.uri.clone();
-        let found = tokio::task::spawn_blocking(move || skills.mcp_skill_at(&uri))
-            .await
-            .ok()
-            .flatten();
-        match found {
+        match self.gateway.skills.mcp_skill_at(&request.uri) {
             Some(skill) => Ok(GetSkillResult::new(skill)),
             None => Err(ErrorData::new(
                 ErrorCode::INVALID_PARAMS,
@@ -846,13 +941,17 @@ impl ServerHandler for Session {
     /// The downstream servers' prompts, each named with its server's prefix.
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        let offset = page_offset(request.as_ref())?;
         self.settle().await;
-        Ok(ListPromptsResult::with_all_items(
-            self.gateway.prompts().await,
-        ))
+        let mut prompts = crate::hub::Gathered::default();
+        prompts.push(crate::hub::Listing::new(self.gateway.prompts().await));
+        let (page, next) = prompts.page(offset);
+        let mut result = ListPromptsResult::with_all_items(page);
+        result.next_cursor = next.map(crate::hub::cursor);
+        Ok(result)
     }
 
     async fn get_prompt(

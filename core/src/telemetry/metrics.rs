@@ -9,12 +9,13 @@
 //! | `runbyte_downstream_server_up` (gauge, read at scrape time) | `server`, `state` (`starting`, `ready`, `failed`) |
 //!
 //! Labels stay bounded: a server is a configured one (or `_unknown`: a program may name any);
-//! a tool is one of the first [`MAX_TOOLS`] names seen with a plain spelling (or `_other`:
-//! downstream servers and programs choose tool names).
+//! a tool is one its server lists (else `_unknown`: a program may name any, and a made-up name
+//! takes no label), one of the first [`MAX_TOOLS`] such names seen with a plain spelling (or
+//! `_other`: downstream servers choose tool names).
 
 use std::{
     collections::{BTreeSet, HashSet},
-    sync::Mutex,
+    sync::{Mutex, OnceLock},
     time::Duration,
 };
 
@@ -69,7 +70,12 @@ pub struct Metrics {
     known: BTreeSet<String>,
     /// The (server, tool) pairs labelled by name so far.
     tools: Mutex<HashSet<(String, String)>>,
+    /// Whether a server lists a tool (see [`Metrics::only_listed`]).
+    listed: OnceLock<Box<Lister>>,
 }
+
+/// Whether a server lists a tool.
+type Lister = dyn Fn(&str, &str) -> bool + Send + Sync;
 
 impl Metrics {
     /// Empty metrics for a gateway with these configured servers.
@@ -117,7 +123,14 @@ impl Metrics {
             servers,
             known,
             tools: Mutex::default(),
+            listed: OnceLock::new(),
         }
+    }
+
+    /// From now on a tool is labelled by name only when `listed(server, tool)` says its server
+    /// lists it; other names count as `_unknown` and take no label slot.
+    pub fn only_listed(&self, listed: impl Fn(&str, &str) -> bool + Send + Sync + 'static) {
+        let _ = self.listed.set(Box::new(listed));
     }
 
     pub(super) fn execution(
@@ -158,8 +171,9 @@ impl Metrics {
         }
     }
 
-    /// `tool` as a label: its name while fewer than [`MAX_TOOLS`] have been seen and it is
-    /// spelled plainly, else `_other`.
+    /// `tool` as a label: its name while its server lists it, fewer than [`MAX_TOOLS`] have
+    /// been seen and it is spelled plainly; `_unknown` for a name its server does not list (a
+    /// program may make one up); else `_other`.
     fn tool_label(&self, server: &str, tool: &str) -> String {
         let plain = !tool.is_empty()
             && tool.len() <= MAX_TOOL_NAME
@@ -169,8 +183,24 @@ impl Metrics {
         if server == "_unknown" || !plain {
             return "_other".to_owned();
         }
-        let mut tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
         let key = (server.to_owned(), tool.to_owned());
+        if self
+            .tools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&key)
+        {
+            return key.1;
+        }
+        // Asked outside the lock: the Hub takes its own.
+        if self
+            .listed
+            .get()
+            .is_some_and(|listed| !listed(server, tool))
+        {
+            return "_unknown".to_owned();
+        }
+        let mut tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
         if tools.contains(&key) || tools.len() < MAX_TOOLS && tools.insert(key) {
             tool.to_owned()
         } else {

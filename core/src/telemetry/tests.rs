@@ -120,3 +120,23 @@ fn labels_stay_bounded_whatever_programs_and_servers_name() {
         .count();
     assert_eq!(lines, super::metrics::MAX_TOOLS + 3);
 }
+
+#[test]
+fn made_up_tool_names_take_no_label_slot_from_listed_tools() {
+    let metrics = metrics();
+    metrics.only_listed(|server, tool| server == "t" && (tool == "echo" || tool == "add"));
+    for n in 0..super::metrics::MAX_TOOLS + 5 {
+        metrics.call("t", &format!("made_up_{n}"), CallOutcome::Failed);
+    }
+    metrics.call("t", "echo", CallOutcome::Ok);
+    metrics.call("t", "add", CallOutcome::Ok);
+    let text = metrics.render([]);
+    for line in [
+        "runbyte_tool_calls_total{server=\"t\",tool=\"echo\",outcome=\"ok\"} 1",
+        "runbyte_tool_calls_total{server=\"t\",tool=\"add\",outcome=\"ok\"} 1",
+        "runbyte_tool_calls_total{server=\"t\",tool=\"_unknown\",outcome=\"failed\"} 1005",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+    assert!(!text.contains("made_up_"), "{text}");
+}

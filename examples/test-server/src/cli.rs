@@ -156,6 +156,10 @@ pub enum Mode {
     Storm,
     /// Answer the first `tools/list` of the process; never answer a later one.
     HangOnRelist,
+    /// Serve resources (taking `resources/subscribe`): 3,000 `test://item/<n>` in pages of 500,
+    /// each with a 2 KiB description and a name holding `*/`, an escape sequence and a bidi
+    /// override (about 6 MB in all), and the template `test://item/{id}`.
+    HugeResources,
 }
 
 /// What the server does, from the flags.

@@ -77,6 +77,7 @@
 //! | `complex-schemas` | adds `schema_nested`, `schema_unions`, `schema_allof`, `schema_refs` (recursive `$ref`), `schema_maps`, `schema_formats`, `schema_unconvertible` |
 //! | `stubborn` | ignores SIGTERM and, on stdio, keeps running after stdin closes |
 //! | `broken-schemas` | stdio only: each `tools/list` answer also holds `broken_null` (`"inputSchema": null`), `broken_missing` (no `inputSchema`), `broken_string` (a string) and `broken_deep` (nested 200 levels, past serde_json's recursion limit of 128); they echo when called |
+//! | `huge-resources` | serves 3,000 resources `test://item/<n>` (pages of 500, 2 KiB descriptions, hostile names: about 6 MB) and the template `test://item/{id}`; takes `resources/subscribe` |
 //! | `storm` | adds `storm {count}` (sends `count` `notifications/tools/list_changed` at once, ≤ 100000) and `list_count` (how many `tools/list` requests arrived so far) |
 //! | `hang-on-relist` | answers the first `tools/list` of the process, never a later one |
 //!

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelledNotificationParam, DiscoverResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, Resource,
+    ResourceTemplate, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
     Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
@@ -182,10 +183,19 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+        let capabilities = if self.state.settings.has(Mode::HugeResources) {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build()
+        } else {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
@@ -256,6 +266,50 @@ impl ServerHandler for TestServer {
         }
         self.state
             .page(request.as_ref().and_then(|params| params.cursor.as_deref()))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        const TOTAL: usize = 3000;
+        const PAGE: usize = 500;
+        let start: usize = request
+            .and_then(|params| params.cursor)
+            .and_then(|cursor| cursor.parse().ok())
+            .unwrap_or(0);
+        let description = "d".repeat(2048);
+        let resources = (start..(start + PAGE).min(TOTAL))
+            .map(|n| {
+                Resource::new(
+                    format!("test://item/{n}"),
+                    format!("item {n} */ \u{1b}]0;owned\u{7} \u{202e}reversed"),
+                )
+                .with_description(description.clone())
+            })
+            .collect();
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = (start + PAGE < TOTAL).then(|| (start + PAGE).to_string());
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("test://item/{id}", "item"),
+        ]))
+    }
+
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
     }
 
     async fn call_tool(
