@@ -16,6 +16,7 @@ mod infer;
 mod install;
 mod listeners;
 mod oauth;
+mod ordinary;
 mod plugins;
 mod relay;
 mod replicas;

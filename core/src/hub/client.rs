@@ -32,6 +32,9 @@ use crate::{
     relay::{Callers, Question},
 };
 
+/// The revision `initialize` asks for: the newest one with the handshake.
+pub(crate) const LEGACY_REVISION: ProtocolVersion = ProtocolVersion::LATEST_WITH_INITIALIZE;
+
 /// The most pages one listing follows: a server whose cursors never end is cut off there.
 const MAX_PAGES: usize = 1000;
 
@@ -86,10 +89,14 @@ impl ClientHandler for HubClient {
             .enable_elicitation()
             .enable_sampling()
             .build();
+        // What `initialize` sends (in `auto` after a refused `server/discover`, and with
+        // `protocol = "2025-11-25"`): the newest revision that has the handshake, never
+        // 2026-07-28, which a server that echoes the version would make a stateless connection.
         ClientConfig::new(
             capabilities,
             Implementation::new("runbyte", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(LEGACY_REVISION)
     }
 
     async fn create_elicitation(
@@ -371,14 +378,16 @@ pub(super) async fn connect(
         stop,
     };
     match opening.open(transport.clone(), config.protocol).await {
-        // It answered `server/discover` but shares no revision with Runbyte's 2026-07-28: the
-        // handshake may still work (a fresh connection, since the first one is spent).
-        Err(Failed::NoCommonRevision(why)) if config.protocol == Protocol::Auto => {
+        // `server/discover` was not answered with a usable discover result (no common
+        // revision, an empty `{}` or another result, an error of any code, the server closing
+        // on it): the handshake may still work, on a fresh connection since the first one is
+        // spent. When that fails too, both reasons are told.
+        Err(Failed::NotDiscovered(why)) if config.protocol == Protocol::Auto => {
             tracing::info!(server = name, "{why}; trying `initialize`");
             opening
                 .open(transport, Protocol::Handshake)
                 .await
-                .map_err(Failed::into_message)
+                .map_err(|failed| format!("{why}; then {}", failed.into_message()))
         }
         other => other.map_err(Failed::into_message),
     }
@@ -386,17 +395,31 @@ pub(super) async fn connect(
 
 /// Why a connection could not be opened.
 enum Failed {
-    /// `server/discover` was answered without 2026-07-28 among its versions.
-    NoCommonRevision(String),
+    /// `server/discover` got an answer that is not a discover result Runbyte can use (and the
+    /// server did not take the `initialize` that followed on the same connection).
+    NotDiscovered(String),
     Other(String),
 }
 
 impl Failed {
     fn into_message(self) -> String {
         match self {
-            Failed::NoCommonRevision(why) | Failed::Other(why) => why,
+            Failed::NotDiscovered(why) | Failed::Other(why) => why,
         }
     }
+}
+
+/// Whether a failed `auto` opening is worth a fresh one with `initialize` alone: the server
+/// answered `server/discover` (or ended on it) with something other than a discover result
+/// Runbyte can use. Only a cancelled opening, or a handshake that failed after the fallback on
+/// the same connection (already tried), is not.
+fn worth_handshake(error: &ClientInitializeError) -> bool {
+    !matches!(
+        error,
+        ClientInitializeError::Cancelled
+            | ClientInitializeError::NoPreferredProtocolVersion
+            | ClientInitializeError::LegacyFallbackFailed { .. }
+    )
 }
 
 /// What one attempt to open a connection needs.
@@ -438,7 +461,7 @@ impl Opening<'_> {
             Protocol::Auto => (
                 ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    legacy_version: None,
+                    legacy_version: Some(LEGACY_REVISION),
                 },
                 "`server/discover` or `initialize`",
             ),
@@ -471,7 +494,7 @@ impl Opening<'_> {
                 close_pump(&pump).await;
                 let versions: Vec<String> =
                     server_supported.iter().map(ToString::to_string).collect();
-                return Err(Failed::NoCommonRevision(format!(
+                return Err(Failed::NotDiscovered(format!(
                     "the server supports MCP {}, not 2026-07-28",
                     versions.join(", ")
                 )));
@@ -480,10 +503,15 @@ impl Opening<'_> {
                 close_pump(&pump).await;
                 // Give the reader a moment to collect the exit status and stderr.
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                return Err(Failed::Other(match reason.get() {
+                let why = match reason.get() {
                     Some(why) => format!("{handshake} failed: the server {why}"),
                     None => format!("{handshake} failed: {error}"),
-                }));
+                };
+                return Err(if protocol == Protocol::Auto && worth_handshake(&error) {
+                    Failed::NotDiscovered(why)
+                } else {
+                    Failed::Other(why)
+                });
             }
             Err(_) => {
                 close_pump(&pump).await;
