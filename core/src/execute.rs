@@ -182,7 +182,7 @@ pub async fn run(
         })
         .await;
     tracing::info!(
-        session,
+        session = %crate::logging::session_tag(session),
         execution = %prepared.id,
         ms = outcome.duration.as_millis() as u64,
         calls = outcome.calls,

@@ -6,6 +6,15 @@ use std::io::Write;
 
 use tracing_subscriber::{EnvFilter, fmt::MakeWriter};
 
+/// What logs and trace spans show of a client session's name: over legacy HTTP the name is the
+/// `Mcp-Session-Id`, the session's only credential when the listener has no bearer token, so
+/// never the name itself but `session#` and the first 12 hex digits of its SHA-256 (the HTTP
+/// listener's own log lines show the same tag: `runbyte_http_common::security::session_tag`).
+pub fn session_tag(session: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, session.as_bytes());
+    format!("session#{}", crate::relay::hex(&digest.as_ref()[..6]))
+}
+
 /// Installs the stderr subscriber. `level` is a `tracing` filter (`info`, `debug`,
 /// `runbyte=debug,rmcp=warn`); `RUNBYTE_LOG` overrides it.
 pub fn init(level: &str) {

@@ -610,3 +610,102 @@ fn spans_still_queued_when_serve_stops_are_exported_before_it_exits() {
     );
     assert!(spans.iter().all(|r| r.service == "runbyte"));
 }
+
+#[test]
+fn a_legacy_session_id_is_neither_logged_nor_exported() {
+    // Without a bearer token, a legacy HTTP session's id is its only credential: INFO logs and
+    // trace spans show a short digest of it, never the id.
+    let receiver = Receiver::start();
+    let dir = TempDir::new("telemetry-session");
+    let config = format!(
+        "{}\n[telemetry]\notlp-endpoint = \"http://127.0.0.1:{}\"\n",
+        config_of(&[test_server_table("t", &[], "")]),
+        receiver.port
+    );
+    dir.write("runbyte.toml", &config);
+    let port = runbyte_tests::free_port();
+    let log = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let mut child = Command::new(runbyte_tests::runbyte())
+        .args([
+            "serve",
+            "--listen",
+            "http",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .current_dir(dir.path())
+        .env("RUNBYTE_LOG", "info")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "runbyte did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let post = "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream";
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "1"}}});
+    let (status, head, body) = http(port, post, &initialize.to_string());
+    assert_eq!(status, 200, "{head}\n{body}");
+    let session = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {head}"));
+    assert!(session.len() >= 32, "{session}");
+    let with_session =
+        format!("{post}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = http(port, &with_session, &initialized.to_string());
+    assert!(status == 202 || status == 200, "{status}");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "execute_code",
+        "arguments": {"code": "import { echo } from './servers/t';\nexport default await echo({ message: 'hi' });"}}});
+    let (status, _, body) = http(port, &with_session, &call.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("hi"), "{body}");
+    let spans = receiver.wait_for(|spans| spans.iter().any(|r| r.span.name == "execute_code"));
+    let execution = spans
+        .iter()
+        .find(|r| r.span.name == "execute_code")
+        .unwrap();
+    let exported = text_attribute(&execution.span.attributes, "runbyte.session").unwrap();
+    drop(spans);
+    let (status, _, _) = http(
+        port,
+        &format!(
+            "DELETE /mcp HTTP/1.1\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25"
+        ),
+        "",
+    );
+    assert_eq!(status, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap();
+    assert!(
+        !logged.contains(&session) && !exported.contains(&session),
+        "the session id is in the log or the span:\n{logged}\n{exported}"
+    );
+    assert!(
+        exported.starts_with("session#") && exported.len() == "session#".len() + 12,
+        "{exported}"
+    );
+    // The log and the span name the session by the same tag, on every line about it.
+    assert!(
+        logged.matches(&exported).count() >= 3,
+        "{exported} is not in the log:\n{logged}"
+    );
+}

@@ -118,18 +118,34 @@ impl Asking {
 /// them (so `1` and `1.0` differ, as they do to a tool). Two values have the same digest when
 /// and only when they are the same JSON value, whatever order their keys came in.
 pub fn digest(value: &Value) -> String {
-    struct Hashing(ring::digest::Context);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.update(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+    let mut hashing = Hashing(ring::digest::Context::new(&ring::digest::SHA256));
+    write_canonical(value, &mut hashing);
+    hex(hashing.0.finish().as_ref())
+}
+
+/// `value`'s canonical JSON (see [`digest`]) as text: what an approval shows of a call's
+/// arguments, so that the same arguments always read (and digest) the same.
+pub fn canonical(value: &Value) -> String {
+    let mut text = Vec::new();
+    write_canonical(value, &mut text);
+    String::from_utf8(text).unwrap_or_default()
+}
+
+struct Hashing(ring::digest::Context);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
     }
-    fn canonical(value: &Value, out: &mut Hashing) {
-        use std::io::Write as _;
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes `value`'s canonical JSON to `out` (writers that cannot fail: a hasher, a vector).
+fn write_canonical(value: &Value, out: &mut impl std::io::Write) {
+    fn walk(value: &Value, out: &mut impl std::io::Write) {
         match value {
             Value::Object(map) => {
                 let mut keys: Vec<&String> = map.keys().collect();
@@ -141,7 +157,7 @@ pub fn digest(value: &Value) -> String {
                     }
                     let _ = serde_json::to_writer(&mut *out, key);
                     let _ = out.write_all(b":");
-                    canonical(&map[key], out);
+                    walk(&map[key], out);
                 }
                 let _ = out.write_all(b"}");
             }
@@ -151,7 +167,7 @@ pub fn digest(value: &Value) -> String {
                     if n > 0 {
                         let _ = out.write_all(b",");
                     }
-                    canonical(item, out);
+                    walk(item, out);
                 }
                 let _ = out.write_all(b"]");
             }
@@ -160,9 +176,7 @@ pub fn digest(value: &Value) -> String {
             }
         }
     }
-    let mut hashing = Hashing(ring::digest::Context::new(&ring::digest::SHA256));
-    canonical(value, &mut hashing);
-    hex(hashing.0.finish().as_ref())
+    walk(value, out);
 }
 
 /// `bytes` in lowercase hex.
@@ -222,9 +236,11 @@ fn answerable(capabilities: &ClientCapabilities, question: &Question) -> Result<
     }
 }
 
-/// An approval question for a policy's `ask` verdict: a form with one boolean, `approve`.
+/// An approval question for a policy's `ask` verdict: a form with one boolean, `approve`. The
+/// arguments are shown in canonical JSON (keys sorted): the same call always asks the same
+/// question, whatever order a program built its arguments in.
 pub fn approval(question: &str, server: &str, tool: &str, arguments: &Value) -> Question {
-    let mut shown = arguments.to_string();
+    let mut shown = canonical(arguments);
     if shown.len() > 2000 {
         let mut cut = 2000;
         while !shown.is_char_boundary(cut) {
@@ -776,6 +792,13 @@ mod tests {
         assert_eq!(one, two);
         assert_eq!(digest(&one), digest(&two));
         assert_eq!(digest(&one).len(), 64);
+        // Shown to the user in an approval, the arguments are canonical too: the same call asks
+        // the same question (this once broke: tests/corpus/replay/answers.json).
+        assert_eq!(canonical(&one), r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
+        assert_eq!(
+            serde_json::to_value(approval("q", "s", "t", &one)).unwrap(),
+            serde_json::to_value(approval("q", "s", "t", &two)).unwrap()
+        );
         // Any other value is another digest.
         for other in [
             json!({"b": 1.0, "a": {"y": [1, 2], "x": "s"}}),

@@ -144,7 +144,9 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
         peer,
         session,
     } = accepted;
-    tracing::debug!(%peer, %session, "client connection opened");
+    // The session's name may be its credential (a legacy HTTP session id): logs get its tag.
+    let tag = crate::logging::session_tag(&session);
+    tracing::debug!(%peer, session = %tag, "client connection opened");
     let transport =
         PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
     let client = Session::new(gateway.clone(), session.clone(), listener);
@@ -153,7 +155,7 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
         Ok(running) => {
             let legacy = running.peer().peer_info().is_some();
             if legacy {
-                tracing::info!(%peer, %session, "client session opened");
+                tracing::info!(%peer, session = %tag, "client session opened");
             }
             let remote = running.peer().clone();
             // A legacy session (it sent `initialize`) is told of changes unasked; a 2026-07-28
@@ -166,18 +168,20 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
             }
             client_subscriptions.end().await;
             if legacy {
-                tracing::info!(%peer, %session, "client session closed");
+                tracing::info!(%peer, session = %tag, "client session closed");
             }
         }
         // A client that connects and leaves before `initialize` (a port probe, a health check)
         // is not a problem worth a warning; nor is a 2026-07-28 `server/discover` probe, whose
         // connection ends with its answer.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            tracing::debug!(%peer, %session, "client left before initializing");
+            tracing::debug!(%peer, session = %tag, "client left before initializing");
         }
-        Err(error) => tracing::warn!(%peer, %session, "client session failed to start: {error}"),
+        Err(error) => {
+            tracing::warn!(%peer, session = %tag, "client session failed to start: {error}")
+        }
     }
     gateway.hub.end_session(&session).await;
     gateway.tokens.forget(&session);
-    tracing::debug!(%peer, %session, "client connection closed");
+    tracing::debug!(%peer, session = %tag, "client connection closed");
 }

@@ -192,7 +192,8 @@ impl Telemetry {
                     &parent.0,
                     vec![
                         KeyValue::new("runbyte.execution.id", id.to_owned()),
-                        KeyValue::new("runbyte.session", session.to_owned()),
+                        // The session's tag, never its name (which may be its credential).
+                        KeyValue::new("runbyte.session", crate::logging::session_tag(session)),
                     ],
                 ),
                 own: true,

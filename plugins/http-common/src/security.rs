@@ -224,6 +224,19 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(difference) == 0
 }
 
+/// What a log line shows of a session id, which is the session's only credential when the
+/// listener has no bearer token: `session#` and the first 12 hex digits of the id's SHA-256.
+/// Enough to follow one session through a log (the host's logs and trace spans show the same
+/// tag), nothing to find the id by. Runbyte's `logging::session_tag` is the same function.
+pub fn session_tag(id: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let hex: String = digest.as_ref()[..6]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("session#{hex}")
+}
+
 /// A random id from the operating system's CSPRNG: 128 bits as 32 lower-case hex digits.
 pub fn random_id() -> Result<String, String> {
     let mut bytes = [0u8; 16];

@@ -55,7 +55,7 @@ use runbyte_http_common::{
     jsonrpc::{self, Kind},
     limits::ListenLimits,
     lock,
-    security::{Guard, random_id},
+    security::{self, Guard, random_id},
     server::{self, AcceptQueue, Body, Handler, Request},
     sessions::{self, SessionTable},
 };
@@ -287,8 +287,8 @@ impl State {
             log(
                 LogLevel::Info,
                 &format!(
-                    "session {} expired after {} ms idle",
-                    session.id,
+                    "{} expired after {} ms idle",
+                    security::session_tag(&session.id),
                     timeout.as_millis()
                 ),
             );
@@ -464,7 +464,7 @@ impl State {
             }
             log(
                 LogLevel::Info,
-                &format!("session {} opened from {peer}", session.id),
+                &format!("{} opened from {peer}", security::session_tag(&session.id)),
             );
         }
         let mut response = match stream {
@@ -603,7 +603,7 @@ impl State {
         session.end("the client ended the session (HTTP DELETE)");
         log(
             LogLevel::Info,
-            &format!("session {} ended by the client", session.id),
+            &format!("{} ended by the client", security::session_tag(&session.id)),
         );
         server::empty(StatusCode::OK)
     }

@@ -237,8 +237,8 @@ impl Session {
                 log(
                     LogLevel::Warn,
                     &format!(
-                        "session {}: dropped a message from the host: {why}",
-                        self.id
+                        "{}: dropped a message from the host: {why}",
+                        runbyte_http_common::security::session_tag(&self.id)
                     ),
                 );
                 return;
@@ -263,8 +263,8 @@ impl Session {
                         None => log(
                             LogLevel::Debug,
                             &format!(
-                                "session {}: no stream waits for the response to {key}; dropped",
-                                self.id
+                                "{}: no stream waits for the response to {key}; dropped",
+                                runbyte_http_common::security::session_tag(&self.id)
                             ),
                         ),
                     }
@@ -407,7 +407,10 @@ impl SessionPump {
 impl Pump for SessionPump {
     fn send(&self, message: &str) -> Result<(), String> {
         if self.session.ended.load(Ordering::SeqCst) {
-            return Err(format!("session {} has ended", self.session.id));
+            return Err(format!(
+                "{} has ended",
+                runbyte_http_common::security::session_tag(&self.session.id)
+            ));
         }
         let value: Value = serde_json::from_str(message)
             .map_err(|error| format!("the message to send is not JSON: {error}"))?;
