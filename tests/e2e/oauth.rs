@@ -912,3 +912,64 @@ async fn a_token_a_server_echoes_never_reaches_the_program() {
     let calls = server.stats()["tool_calls"].as_u64().unwrap() - calls_before;
     assert_eq!(calls, 5, "{}", server.log());
 }
+
+/// A `$BROWSER` that first opens `idle` connections to `runbyte login`'s redirect listener (its
+/// port is in the authorization URL's `redirect_uri`) and keeps them open, silent, while it
+/// follows the authorization server's redirect to the listener.
+fn crowded_browser(dir: &TempDir, python: &Path, idle: usize) -> PathBuf {
+    let script = dir.write(
+        "crowded.py",
+        &format!(
+            "import socket, sys, urllib.parse, urllib.request\n\
+             url = sys.argv[1]\n\
+             query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)\n\
+             port = urllib.parse.urlparse(query['redirect_uri'][0]).port\n\
+             idle = [socket.create_connection(('127.0.0.1', port)) for _ in range({idle})]\n\
+             print(urllib.request.urlopen(url, timeout=60).status, file=sys.stderr)\n"
+        ),
+    );
+    let shell = dir.write(
+        "crowded.sh",
+        &format!(
+            "#!/bin/sh\nexec '{}' '{}' \"$1\"\n",
+            python.display(),
+            script.display()
+        ),
+    );
+    std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
+    shell
+}
+
+/// Idle local connections to the login's redirect listener (more than it serves at once) do
+/// not hold up the real redirect: the login completes while they stay open. (It served one
+/// connection at a time, 10 s each: 40 idle ones held the redirect 400 s.)
+#[test]
+fn a_login_completes_while_idle_connections_crowd_its_listener() {
+    let Some(python) = test_dep("venv/bin/python") else {
+        return;
+    };
+    let dir = TempDir::new("oauth-crowded");
+    let server = OAuthServer::with_lifetime(&python, &dir, 3600);
+    let config = dir.write(
+        "runbyte.toml",
+        &config_of(&[format!(
+            "[servers.secure]\nurl = \"{}/mcp\"\nauth = \"oauth\"\n",
+            server.base
+        )]),
+    );
+    let started = Instant::now();
+    let logged_in = login(
+        &dir,
+        config.to_str().unwrap(),
+        &crowded_browser(&dir, &python, 40),
+        &server,
+    );
+    assert_eq!(logged_in.code, Some(0), "{logged_in:?}\n{}", server.log());
+    // The figure is about a second; the bound only catches the old waits.
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.stats()["code_grants"], 1);
+}

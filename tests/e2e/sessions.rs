@@ -171,8 +171,12 @@ async fn the_audit_log_records_executions_and_calls_with_secrets_redacted() {
     assert_eq!(calls[0]["tool"], "echo");
     assert_eq!(calls[0]["outcome"], "ok");
     assert_eq!(calls[1]["outcome"], "error");
+    // A call whose arguments hold a configured credential is refused before it is sent.
     assert!(
-        calls[1]["error"].as_str().unwrap().contains("[REDACTED]"),
+        calls[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("test/fail: the arguments hold a secret"),
         "{text}"
     );
     let execution = lines.iter().find(|l| l["event"] == "execution").unwrap();

@@ -736,6 +736,90 @@ mod tests {
         assert!(kept.iter().all(|scope| scope.len() <= 256));
     }
 
+    /// The pinned authorization server: none before the first login; the recorded one (or, in
+    /// an older file, the client's issuer); a configured one over both. Another is refused by
+    /// name, with what to do; a root path's trailing `/` is the same server.
+    #[test]
+    fn another_authorization_server_is_refused_by_name() {
+        let url = "https://h.example/mcp";
+        let metadata = |issuer: &str| {
+            serde_json::from_value::<rmcp::transport::auth::AuthorizationMetadata>(
+                serde_json::json!({
+                    "authorization_endpoint": format!("{issuer}/authorize"),
+                    "token_endpoint": format!("{issuer}/token"),
+                    "issuer": issuer,
+                }),
+            )
+            .unwrap()
+        };
+        let settings = ServerConfig {
+            url: Some(url.to_owned()),
+            auth: Some(Auth::Oauth),
+            ..ServerConfig::default()
+        };
+        let account = Account::with_store("s", &settings, Store::memory(url));
+        let (a, b) = ("https://a.example", "https://b.example");
+        assert!(
+            account
+                .check_authorization_server(&metadata(b), None)
+                .is_ok()
+        );
+        let recorded = store::Saved {
+            url: url.to_owned(),
+            authorization_server: Some(a.to_owned()),
+            ..store::Saved::default()
+        };
+        assert!(
+            account
+                .check_authorization_server(&metadata("https://a.example/"), Some(&recorded))
+                .is_ok()
+        );
+        let refused = account
+            .check_authorization_server(&metadata(b), Some(&recorded))
+            .unwrap_err();
+        assert!(
+            refused.contains("now names authorization server `https://b.example`")
+                && refused.contains("issued by `https://a.example`")
+                && refused.contains("run `runbyte login s` to trust it"),
+            "{refused}"
+        );
+        // A file from before the pin was recorded: the client's issuer.
+        let older = store::Saved {
+            url: url.to_owned(),
+            client: Some(store::Client {
+                client_id: "c".to_owned(),
+                client_secret: None,
+                redirect_uri: "http://127.0.0.1:1/callback".to_owned(),
+                issuer: Some(a.to_owned()),
+            }),
+            ..store::Saved::default()
+        };
+        assert!(
+            account
+                .check_authorization_server(&metadata(b), Some(&older))
+                .is_err()
+        );
+        // Configured: over the recorded one, for client credentials too.
+        let configured = ServerConfig {
+            auth: Some(Auth::ClientCredentials),
+            authorization_server: Some(b.to_owned()),
+            ..settings
+        };
+        let account = Account::with_store("s", &configured, Store::memory(url));
+        assert!(
+            account
+                .check_authorization_server(&metadata(b), Some(&recorded))
+                .is_ok()
+        );
+        let refused = account
+            .check_authorization_server(&metadata(a), None)
+            .unwrap_err();
+        assert!(
+            refused.contains("`authorization-server` in [servers.s] is `https://b.example`"),
+            "{refused}"
+        );
+    }
+
     #[test]
     fn a_quoted_challenge_is_found_whole() {
         let reason = "HTTP 401 from http://h/mcp (WWW-Authenticate: Bearer \
