@@ -148,21 +148,33 @@ impl CodegenDriver {
     ) {
         while let Some(first) = changes.recv().await {
             tokio::time::sleep(INFERRED_SETTLE).await;
-            let servers = crate::infer::drain(first, &mut changes);
+            // Which servers is in `Inferred`'s pending set (an execution's end may have taken
+            // them already, see `show_inferred`): the channel only wakes this task.
+            let _ = crate::infer::drain(first, &mut changes);
             let Some(driver) = driver.upgrade() else {
                 return;
             };
-            let servers: Vec<String> = servers.into_iter().collect();
-            driver.regenerate(&servers).await;
-            if let Some(inferred) = driver.inferred.clone() {
-                let saving = tokio::task::spawn_blocking(move || {
-                    for server in &servers {
-                        inferred.save(server);
-                    }
-                });
+            if let Some(saving) = driver.show_inferred().await {
                 let _ = saving.await;
             }
         }
+    }
+
+    /// Regenerates the servers whose inferred result types changed and are not shown yet, and
+    /// starts saving their shapes on a blocking thread (the handle, to await it or not).
+    /// Nothing to do (no shape changed) costs one lock.
+    pub async fn show_inferred(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let inferred = self.inferred.clone()?;
+        let servers = inferred.take_pending();
+        if servers.is_empty() {
+            return None;
+        }
+        self.regenerate(&servers).await;
+        Some(tokio::task::spawn_blocking(move || {
+            for server in &servers {
+                inferred.save(server);
+            }
+        }))
     }
 
     /// The tools as the dialect sees them: an untyped tool with inferred results gets them as

@@ -36,6 +36,18 @@ pub struct Prepared {
     pub bridge: Arc<HubBridge>,
     /// Its span, from `prepare` (the policies' time is the execution's) until `run` ends it.
     span: std::sync::Mutex<Option<Span>>,
+    /// Whose turn it waits for in the sandbox's admission; `None`: its session's.
+    fairness: Option<String>,
+}
+
+impl Prepared {
+    /// The execution waits for a sandbox worker in the turn of `key` (a client that may make
+    /// many sessions, see `server::fairness_key`), not of its own session.
+    #[must_use]
+    pub fn admitted_as(mut self, key: &str) -> Self {
+        self.fairness = Some(key.to_owned());
+        self
+    }
 }
 
 /// The policies' limits for one execution (or direct call) of `session`, and the calls each
@@ -105,6 +117,7 @@ pub async fn prepare(
         limits,
         bridge,
         span: std::sync::Mutex::new(Some(span)),
+        fairness: None,
     })
 }
 
@@ -178,7 +191,10 @@ pub async fn run(
             modules: Arc::new(crate::vfs::Modules(snapshot)),
             bridge: prepared.bridge.clone(),
             cancel,
-            client: session.to_owned(),
+            client: prepared
+                .fairness
+                .clone()
+                .unwrap_or_else(|| session.to_owned()),
         })
         .await;
     tracing::info!(
@@ -199,6 +215,7 @@ pub async fn run(
             .telemetry
             .execution_done(span, end, outcome.duration);
     }
+    show_inferred(runtime).await;
     let (duration, calls) = (outcome.duration, outcome.calls);
     let error = outcome.result.as_ref().err().map(|e| e.message.clone());
     let by_server = prepared.bridge.consumed().await;
@@ -230,6 +247,33 @@ pub async fn run(
         );
     }
     rendered
+}
+
+/// The longest an answer waits for the modules of servers whose inferred result types the
+/// execution changed (see [`show_inferred`]).
+const INFERRED_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// When the execution's calls changed an inferred result type, regenerates those servers'
+/// modules before the answer is sent (at most [`INFERRED_WAIT`]; past it the regeneration
+/// goes on and the answer does not wait), so that a `read_file` sent after the answer shows
+/// the type. An execution that changed none costs one lock.
+async fn show_inferred(runtime: &crate::gateway::Gateway) {
+    let (Some(codegen), Some(inferred)) = (&runtime.codegen, &runtime.inferred) else {
+        return;
+    };
+    if !inferred.has_pending() {
+        return;
+    }
+    let codegen = codegen.clone();
+    // A task of its own: cut off by the bound, it still finishes (the servers it took are
+    // regenerated all the same); the save is not waited for.
+    let showing = tokio::spawn(async move { drop(codegen.show_inferred().await) });
+    if tokio::time::timeout(INFERRED_WAIT, showing).await.is_err() {
+        tracing::debug!(
+            "the modules of changed inferred types took over {} ms; the answer did not wait",
+            INFERRED_WAIT.as_millis()
+        );
+    }
 }
 
 /// How a call that reached the Hub ended.

@@ -2,6 +2,8 @@
 //! VFS and its codegen driver, the policies, the sandbox). One `Gateway` serves every client;
 //! each client is a `server::Session`.
 
+pub mod names;
+
 use std::sync::Arc;
 
 use rmcp::model::CallToolResult;
@@ -73,6 +75,8 @@ pub struct Gateway {
     paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
     ready: watch::Receiver<bool>,
     ready_tx: watch::Sender<bool>,
+    /// The warnings of [`names`], each said once.
+    warned: names::Warned,
 }
 
 /// The longest a paused execution is kept for its client's answer; its own time limit ends it
@@ -190,47 +194,60 @@ impl Gateway {
             paused: std::sync::OnceLock::new(),
             ready,
             ready_tx,
+            warned: names::Warned::default(),
         })
     }
 
-    /// The tools of servers exposed directly (`expose = "direct"` or `"both"`), named with their
-    /// server's prefix, with their schemas, annotations and output schemas; those of servers not
-    /// ready are absent until they are.
-    pub async fn direct_tools(&self) -> Vec<rmcp::model::Tool> {
-        let mut tools = Vec::new();
+    /// How the tools of servers exposed directly (`expose = "direct"` or `"both"`) are named
+    /// (see [`names`]): the tools of servers not ready are absent until they are. Each tool
+    /// left out is warned of once.
+    async fn direct_naming(
+        &self,
+    ) -> (
+        names::Naming,
+        std::collections::HashMap<(String, String), rmcp::model::Tool>,
+    ) {
+        let mut things = Vec::new();
+        let mut tools = std::collections::HashMap::new();
         for (server, prefix) in self.config.direct_servers() {
             let Some(view) = self.hub.server(&server).await else {
                 continue;
             };
             for tool in view.tools.iter() {
-                let mut exposed = tool.clone();
-                exposed.name = format!("{prefix}{}", tool.name).into();
-                tools.push(exposed);
+                things.push((server.clone(), prefix.clone(), tool.name.to_string()));
+                tools.insert((server.clone(), tool.name.to_string()), tool.clone());
             }
         }
-        tools
+        let (naming, warnings) = names::name_all(things, "tool", &names::OWN_TOOLS, true);
+        self.warned.warn(&warnings);
+        (naming, tools)
     }
 
-    /// The server and tool a directly exposed name stands for: the first server whose prefix it
-    /// starts with and that lists the rest, else the first whose prefix it starts with (whose
-    /// call then says why it cannot be made).
-    pub async fn direct_target(&self, name: &str) -> Option<(String, String)> {
-        let mut fallback = None;
-        for (server, prefix) in self.config.direct_servers() {
-            let Some(tool) = name.strip_prefix(prefix.as_str()) else {
-                continue;
-            };
-            let listed = self
-                .hub
-                .server(&server)
-                .await
-                .is_some_and(|view| view.tools.iter().any(|t| t.name == tool));
-            if listed {
-                return Some((server, tool.to_owned()));
-            }
-            fallback.get_or_insert((server, tool.to_owned()));
-        }
-        fallback
+    /// The tools of servers exposed directly, named with their server's prefix, with their
+    /// schemas, annotations and output schemas; those of servers not ready are absent until
+    /// they are, and so is a tool whose name is not an MCP tool name or would be one of
+    /// Runbyte's own or another's (see [`names`]).
+    pub async fn direct_tools(&self) -> Vec<rmcp::model::Tool> {
+        let (naming, mut tools) = self.direct_naming().await;
+        naming
+            .named
+            .into_iter()
+            .filter_map(|named| {
+                let mut exposed = tools.remove(&(named.server, named.item))?;
+                exposed.name = named.exposed.into();
+                Some(exposed)
+            })
+            .collect()
+    }
+
+    /// The server and tool a directly exposed name stands for: the one listed under it; for a
+    /// name left out, why (`Err`); for a name not listed, the server with the longest prefix
+    /// it starts with (whose call then says why it cannot be made).
+    pub async fn direct_target(&self, name: &str) -> Option<Result<(String, String), String>> {
+        let (naming, _) = self.direct_naming().await;
+        naming
+            .target(name)
+            .or_else(|| names::longest_prefix(&self.config.direct_servers(), name).map(Ok))
     }
 
     /// Reads the skills folder again (on a blocking thread) and serves what it holds under
@@ -245,33 +262,56 @@ impl Gateway {
     }
 
     /// The prompts of every server that offers them, each named with its server's prefix
-    /// (`direct-prefix`, else `<server>_`).
+    /// (`direct-prefix`, else `<server>_`); prompts that would share a name are left out, with
+    /// a warning (see [`names`]).
     pub async fn prompts(&self) -> Vec<rmcp::model::Prompt> {
-        let prefixes: std::collections::HashMap<String, String> =
-            self.config.prefixes().into_iter().collect();
-        let mut all = Vec::new();
-        for (server, prompts) in self.hub.list_prompts().await {
-            let prefix = prefixes.get(&server).cloned().unwrap_or_default();
-            all.extend(prompts.into_iter().map(|mut prompt| {
-                prompt.name = format!("{prefix}{}", prompt.name);
-                prompt
-            }));
-        }
-        all
+        let (naming, mut prompts) = self.prompt_naming().await;
+        naming
+            .named
+            .into_iter()
+            .filter_map(|named| {
+                let mut prompt = prompts.remove(&(named.server, named.item))?;
+                prompt.name = named.exposed;
+                Some(prompt)
+            })
+            .collect()
     }
 
-    /// The server and prompt a prompt name given to clients stands for: the server with the
-    /// longest prefix the name starts with (and more after it).
-    pub fn prompt_target(&self, name: &str) -> Option<(String, String)> {
-        self.config
-            .prefixes()
-            .into_iter()
-            .filter_map(|(server, prefix)| {
-                let prompt = name.strip_prefix(prefix.as_str())?;
-                (!prompt.is_empty()).then(|| (prefix.len(), server, prompt.to_owned()))
-            })
-            .max_by_key(|(length, ..)| *length)
-            .map(|(_, server, prompt)| (server, prompt))
+    async fn prompt_naming(
+        &self,
+    ) -> (
+        names::Naming,
+        std::collections::HashMap<(String, String), rmcp::model::Prompt>,
+    ) {
+        let prefixes: std::collections::HashMap<String, String> =
+            self.config.prefixes().into_iter().collect();
+        let mut things = Vec::new();
+        let mut all = std::collections::HashMap::new();
+        for (server, prompts) in self.hub.list_prompts().await {
+            let prefix = prefixes.get(&server).cloned().unwrap_or_default();
+            for prompt in prompts {
+                things.push((server.clone(), prefix.clone(), prompt.name.clone()));
+                all.insert((server.clone(), prompt.name.clone()), prompt);
+            }
+        }
+        let (naming, warnings) = names::name_all(things, "prompt", &[], false);
+        self.warned.warn(&warnings);
+        (naming, all)
+    }
+
+    /// The server and prompt a prompt name given to clients stands for, by the rule of
+    /// [`Gateway::prompts`]: when only one server's prefix fits the name it is that server's
+    /// (no two servers' prompts can share it); otherwise the prompts are listed to find the
+    /// one named so, and a name two would share is refused (`Err`). A name not listed goes
+    /// to the server with the longest prefix it starts with.
+    pub async fn prompt_target(&self, name: &str) -> Option<Result<(String, String), String>> {
+        let prefixes = self.config.prefixes();
+        if names::candidates(&prefixes, name) > 1
+            && let Some(target) = self.prompt_naming().await.0.target(name)
+        {
+            return Some(target);
+        }
+        names::longest_prefix(&prefixes, name).map(Ok)
     }
 
     /// The executions of 2026-07-28 clients that wait for the user's answer (see

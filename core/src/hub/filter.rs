@@ -28,11 +28,48 @@ impl ToolFilter {
         {
             return Some("it matches none of the server's `tools`".to_owned());
         }
+        // A name that only looks like an excluded one (an invisible character in it, another
+        // case) is excluded as well: the deny list matches the name as it is shown.
+        let shown = skeleton(name);
         self.except
             .iter()
-            .find(|glob| matches(glob, name))
+            .find(|glob| matches(glob, name) || matches(&skeleton(glob), &shown))
             .map(|glob| format!("it matches `exclude-tools` entry \"{glob}\""))
     }
+}
+
+/// A name as a reader sees it: without the characters that show as nothing (format and
+/// control characters, zero-width spaces and joiners, bidi marks, variation selectors, tags),
+/// in lower case.
+fn skeleton(name: &str) -> String {
+    name.chars()
+        .filter(|&c| !is_invisible(c))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
 }
 
 /// Whether `name` matches `glob`, in time proportional to their lengths' product at worst.
@@ -67,6 +104,25 @@ pub fn matches(glob: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn a_name_that_only_looks_excluded_is_excluded() {
+        let filter = super::ToolFilter {
+            only: None,
+            except: vec!["delete_*".to_owned()],
+        };
+        for name in [
+            "delete_thing",
+            "delete\u{200b}_thing",
+            "Delete_thing",
+            "DELETE_\u{2060}THING",
+            "de\u{00ad}lete_thing",
+        ] {
+            assert!(filter.hides(name).is_some(), "{name:?} is shown");
+        }
+        assert_eq!(filter.hides("remove_thing"), None);
+        assert_eq!(filter.hides("deletes"), None);
+    }
 
     use super::*;
 

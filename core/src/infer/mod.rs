@@ -79,6 +79,8 @@ pub struct Inferred {
     servers: BTreeMap<String, ServerShapes>,
     changes: mpsc::UnboundedSender<String>,
     listener: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    /// The servers whose shown shapes changed since their modules were last regenerated.
+    pending: Mutex<BTreeSet<String>>,
 }
 
 impl Inferred {
@@ -107,6 +109,7 @@ impl Inferred {
             servers,
             changes,
             listener: Mutex::new(Some(listener)),
+            pending: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -147,8 +150,25 @@ impl Inferred {
         };
         drop(tools);
         if tell {
+            if let Ok(mut pending) = self.pending.lock() {
+                pending.insert(server.to_owned());
+            }
             let _ = self.changes.send(server.to_owned());
         }
+    }
+
+    /// Whether some server's shown shapes changed and its modules are not regenerated yet.
+    pub fn has_pending(&self) -> bool {
+        self.pending.lock().is_ok_and(|pending| !pending.is_empty())
+    }
+
+    /// The servers whose shown shapes changed since the last call, taken (whoever takes them
+    /// regenerates their modules).
+    pub fn take_pending(&self) -> Vec<String> {
+        self.pending
+            .lock()
+            .map(|mut pending| std::mem::take(&mut *pending).into_iter().collect())
+            .unwrap_or_default()
     }
 
     /// The `outputSchema` to show for `tool` of `server`: its inferred shape as a JSON Schema

@@ -109,6 +109,10 @@ pub struct Session {
     subscriptions: Arc<Mutex<HashSet<String>>>,
     /// How many resources this session's open `subscriptions/listen` requests follow.
     listening: Arc<AtomicUsize>,
+    /// Whose turn a 2026-07-28 execution waits for in the sandbox's admission (see
+    /// [`fairness_key`]): each such execution is a session of its own, so without this one
+    /// client's flood would be many clients.
+    fairness: Arc<str>,
 }
 
 /// Resources a listen follows, counted against its session's bound until it ends.
@@ -120,6 +124,16 @@ struct Following {
 impl Drop for Following {
     fn drop(&mut self) {
         self.listening.fetch_sub(self.count, Ordering::SeqCst);
+    }
+}
+
+/// The fairness key of a connection's 2026-07-28 executions: over a network, the peer's
+/// address without the port (each HTTP request may come on a connection of its own, and the
+/// listener's one bearer token names no one); over stdio (one client) the connection.
+pub fn fairness_key(peer: &str, session: &str) -> String {
+    match peer.parse::<std::net::SocketAddr>() {
+        Ok(address) => format!("peer {}", address.ip()),
+        Err(_) => format!("session {session}"),
     }
 }
 
@@ -140,9 +154,11 @@ fn severity(level: LoggingLevel) -> u8 {
 
 impl Session {
     /// The server for one client session.
-    pub fn new(gateway: Arc<Gateway>, session: String, listener: Arc<str>) -> Self {
+    /// The server for one client session, whose client connected from `peer`.
+    pub fn new(gateway: Arc<Gateway>, session: String, listener: Arc<str>, peer: &str) -> Self {
         Session {
             gateway,
+            fairness: fairness_key(peer, &session).into(),
             session,
             listener,
             log_level: Arc::new(Mutex::new(None)),
@@ -151,10 +167,25 @@ impl Session {
         }
     }
 
-    /// Waits for servers still starting, at most [`STARTUP_GRACE`], as the VFS tools do: a
-    /// server about to be ready is listed, one that takes longer delays no one.
+    /// Before the gateway's first round of connections is done, waits for it (each server
+    /// ready or failed), at most the longest of the servers' init timeouts and never more than
+    /// [`LIST_WAIT`]: a client that lists once, right after connecting, sees the tools,
+    /// resources and prompts of servers that take a moment to start. Once the round is done
+    /// this returns at once.
     async fn settle(&self) {
-        let _ = tokio::time::timeout(STARTUP_GRACE, self.gateway.ready()).await;
+        let longest = self
+            .gateway
+            .config
+            .enabled_servers()
+            .map(|(_, server)| {
+                server.init_timeout_ms.map_or(
+                    crate::hub::DEFAULT_INIT_TIMEOUT,
+                    std::time::Duration::from_millis,
+                )
+            })
+            .max()
+            .unwrap_or_default();
+        let _ = tokio::time::timeout(longest.min(LIST_WAIT), self.gateway.ready()).await;
     }
 
     /// Holds `count` more of the session's [`MAX_SESSION_SUBSCRIPTIONS`] for a listen, until
@@ -394,7 +425,7 @@ impl Session {
         )
         .await
         {
-            Ok(prepared) => prepared,
+            Ok(prepared) => prepared.admitted_as(&self.fairness),
             Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
         };
         let mut deadline = std::time::SystemTime::now() + prepared.limits.timeout;
@@ -619,6 +650,11 @@ fn progress_ticker(
 /// ready is shown ready, and a server that takes longer delays no one (its folder says
 /// "starting").
 const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The longest `tools/list`, `resources/list`, `resources/templates/list` and `prompts/list`
+/// wait for the servers' first round of connections (see `Session::settle`); a server slower
+/// than that is listed once it is ready, and clients are told (`list_changed`).
+const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How often a running execution tells a client that asked for progress.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -959,7 +995,18 @@ impl ServerHandler for Session {
         mut request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let Some((server, prompt)) = self.gateway.prompt_target(&request.name) else {
+        let target = match self.gateway.prompt_target(&request.name).await {
+            Some(Err(why)) => {
+                return Err(ErrorData::new(
+                    ErrorCode::INVALID_PARAMS,
+                    why,
+                    Some(json!({"name": request.name})),
+                ));
+            }
+            Some(Ok(target)) => Some(target),
+            None => None,
+        };
+        let Some((server, prompt)) = target else {
             return Err(ErrorData::new(
                 ErrorCode::INVALID_PARAMS,
                 format!(
@@ -1012,6 +1059,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.settle().await;
         let mut tools = tool_specs();
         tools.extend(self.gateway.direct_tools().await);
         Ok(ListToolsResult::with_all_items(tools))
@@ -1065,6 +1113,12 @@ impl ServerHandler for Session {
             "save_skill" => self.save_skill(args).await,
             "execute_code" => return self.execute_code(&args, retry, &context).await,
             other if let Some(target) = self.gateway.direct_target(other).await => {
+                let target = match target {
+                    Ok(target) => target,
+                    Err(why) => {
+                        return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
+                    }
+                };
                 let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
                 let called = execute::direct(
                     &self.gateway,

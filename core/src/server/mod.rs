@@ -1,5 +1,6 @@
 //! The upstream MCP server: what Runbyte's own clients talk to, over any listener.
 
+mod complete;
 mod handler;
 pub mod options;
 
@@ -149,9 +150,9 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
     tracing::debug!(%peer, session = %tag, "client connection opened");
     let transport =
         PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
-    let client = Session::new(gateway.clone(), session.clone(), listener);
+    let client = Session::new(gateway.clone(), session.clone(), listener, &peer);
     let client_subscriptions = client.clone();
-    match client.clone().serve(transport).await {
+    match complete::Answering(client.clone()).serve(transport).await {
         Ok(running) => {
             let legacy = running.peer().peer_info().is_some();
             if legacy {
