@@ -4,13 +4,15 @@
 //! Also the size of the `requestState` that carries the journal. Run with `scripts/bench`.
 //!
 //! The program makes 100 calls of 1 KB each, then asks the user; the downstream server is the
-//! test server, spoken to in 2026-07-28 (so its question is an `input_required` result).
+//! test server, spoken to in 2026-07-28 (so its question is an `input_required` result). The two
+//! replicas share a `redis-server` as `[server] state-store`: without one, a state resumes only in
+//! the process that paused it.
 
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 
-use runbyte_tests::{JsonLines, config_with, test_server_table};
+use runbyte_tests::{Background, JsonLines, config_with, test_server_table};
 use serde_json::{Value, json};
 
 const RUNS: usize = 7;
@@ -21,8 +23,11 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    let store = Background::redis()
+        .expect("the replay bench needs redis-server (Debian's package; scripts/test-deps installs it)");
     let config = format!(
-        "[server]\nstate-key-file = \"state-key\"\n{}",
+        "[server]\nstate-key-file = \"state-key\"\nstate-store = \"redis://127.0.0.1:{}\"\n{}",
+        store.port,
         config_with(&test_server_table("t", &[], "protocol = \"2026-07-28\""))
     );
     let program = "import { echo, ask } from './servers/t';\n\
