@@ -522,8 +522,10 @@ async fn a_request_too_large_to_send_fails_alone_and_the_connection_goes_on() {
         error.contains("server `t`") && error.contains("67108864 bytes"),
         "{error}"
     );
+    // A bound against a hang (a call stuck behind a full stdin), far above the figure: 64 MiB
+    // of arguments are validated and serialized in a debug build, on a loaded machine.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(30),
         "took {:?}",
         started.elapsed()
     );
