@@ -223,6 +223,14 @@ impl Gateway {
         (naming, tools)
     }
 
+    /// The direct names left out (see [`names`]), each with why, sorted: for `runbyte tools`.
+    pub async fn direct_left_out(&self) -> Vec<(String, String)> {
+        let (naming, _) = self.direct_naming(false).await;
+        let mut left_out: Vec<(String, String)> = naming.left_out.into_iter().collect();
+        left_out.sort();
+        left_out
+    }
+
     /// The tools of servers exposed directly, named with their server's prefix, with their
     /// schemas, annotations and output schemas; those of servers not ready are absent until
     /// they are, and so is a tool whose name is not an MCP tool name or would be one of
