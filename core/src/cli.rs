@@ -679,6 +679,16 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
             say!("  {:<28} (hidden: {})", line(tool), line(why));
         }
     }
+    // Direct names no tool got (Runbyte's own, shared, not an MCP tool name): said once.
+    for (name, why) in runtime.direct_left_out().await {
+        if only
+            .as_ref()
+            .is_some_and(|only| !why.contains(&format!("server `{only}`")))
+        {
+            continue;
+        }
+        println!("direct name {} (hidden: {why})", name.escape_debug());
+    }
     runtime.hub.shutdown().await;
     code
 }

@@ -199,10 +199,11 @@ impl Gateway {
     }
 
     /// How the tools of servers exposed directly (`expose = "direct"` or `"both"`) are named
-    /// (see [`names`]): the tools of servers not ready are absent until they are. Each tool
-    /// left out is warned of once.
+    /// (see [`names`]), and with `keep` the tools themselves: the tools of servers not ready
+    /// are absent until they are. Each tool left out is warned of once.
     async fn direct_naming(
         &self,
+        keep: bool,
     ) -> (
         names::Naming,
         std::collections::HashMap<(String, String), rmcp::model::Tool>,
@@ -215,7 +216,9 @@ impl Gateway {
             };
             for tool in view.tools.iter() {
                 things.push((server.clone(), prefix.clone(), tool.name.to_string()));
-                tools.insert((server.clone(), tool.name.to_string()), tool.clone());
+                if keep {
+                    tools.insert((server.clone(), tool.name.to_string()), tool.clone());
+                }
             }
         }
         let (naming, warnings) = names::name_all(things, "tool", &names::OWN_TOOLS, true);
@@ -223,12 +226,20 @@ impl Gateway {
         (naming, tools)
     }
 
+    /// The direct names left out (see [`names`]), each with why, sorted: for `runbyte tools`.
+    pub async fn direct_left_out(&self) -> Vec<(String, String)> {
+        let (naming, _) = self.direct_naming(false).await;
+        let mut left_out: Vec<(String, String)> = naming.left_out.into_iter().collect();
+        left_out.sort();
+        left_out
+    }
+
     /// The tools of servers exposed directly, named with their server's prefix, with their
     /// schemas, annotations and output schemas; those of servers not ready are absent until
     /// they are, and so is a tool whose name is not an MCP tool name or would be one of
     /// Runbyte's own or another's (see [`names`]).
     pub async fn direct_tools(&self) -> Vec<rmcp::model::Tool> {
-        let (naming, mut tools) = self.direct_naming().await;
+        let (naming, mut tools) = self.direct_naming(true).await;
         naming
             .named
             .into_iter()
@@ -244,7 +255,7 @@ impl Gateway {
     /// name left out, why (`Err`); for a name not listed, the server with the longest prefix
     /// it starts with (whose call then says why it cannot be made).
     pub async fn direct_target(&self, name: &str) -> Option<Result<(String, String), String>> {
-        let (naming, _) = self.direct_naming().await;
+        let (naming, _) = self.direct_naming(false).await;
         naming
             .target(name)
             .or_else(|| names::longest_prefix(&self.config.direct_servers(), name).map(Ok))

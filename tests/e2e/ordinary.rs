@@ -299,6 +299,19 @@ async fn names_that_collide_or_pass_for_others_are_left_out() {
         .unwrap();
     assert_eq!(alone.messages.len(), 1, "{alone:?}");
     client.cancel().await.unwrap();
+
+    // `runbyte tools` shows the direct names left out, with why.
+    let listed = runbyte_tests::run(dir.path(), &["tools"]);
+    assert!(
+        listed
+            .stdout
+            .contains("direct name execute_code (hidden: server `execute`'s tool `code`")
+            && listed
+                .stdout
+                .contains("direct name execute_odd\\u{200b}_name (hidden:"),
+        "{}",
+        listed.stdout
+    );
 }
 
 /// One 2026-07-28 `execute_code` over HTTP (a request of its own, on a connection of its own,

@@ -88,8 +88,9 @@ pub fn name_all(
         }
         if reserved.contains(&exposed.as_str()) {
             let why = format!(
-                "server `{server}`'s {what} `{item}` is not exposed: its name `{exposed}` is one of \
-                 Runbyte's own tools"
+                "server `{server}`'s {what} `{}` is not exposed: its name `{exposed}` is one of \
+                 Runbyte's own tools",
+                item.escape_debug()
             );
             warnings.push(why.clone());
             naming.left_out.insert(exposed, why);
@@ -111,12 +112,13 @@ pub fn name_all(
         }
         let who: Vec<String> = taken_by
             .iter()
-            .map(|(server, item)| format!("server `{server}`'s {what} `{item}`"))
+            .map(|(server, item)| format!("server `{server}`'s {what} `{}`", item.escape_debug()))
             .collect();
         let why = format!(
-            "{} would all be named `{exposed}`; none of them is exposed under it (give one server \
+            "{} would all be named `{}`; none of them is exposed under it (give one server \
              another `direct-prefix`)",
-            who.join(" and ")
+            who.join(" and "),
+            exposed.escape_debug()
         );
         warnings.push(why.clone());
         naming.left_out.insert(exposed.clone(), why);
