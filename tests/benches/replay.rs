@@ -23,8 +23,9 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let store = Background::redis()
-        .expect("the replay bench needs redis-server (Debian's package; scripts/test-deps installs it)");
+    let store = Background::redis().expect(
+        "the replay bench needs redis-server (Debian's package; scripts/test-deps installs it)",
+    );
     let config = format!(
         "[server]\nstate-key-file = \"state-key\"\nstate-store = \"redis://127.0.0.1:{}\"\n{}",
         store.port,
