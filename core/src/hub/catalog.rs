@@ -318,8 +318,10 @@ pub fn template_matches(template: &str, uri: &str) -> bool {
         let mut next = vec![false; bytes.len() + 1];
         match piece {
             Piece::Text(text) => {
+                // By bytes: a segment may end inside a multi-byte character, where slicing
+                // the text would panic.
                 for (start, _) in at.iter().enumerate().filter(|(_, on)| **on) {
-                    if uri[start..].starts_with(text) {
+                    if bytes[start..].starts_with(text.as_bytes()) {
                         next[start + text.len()] = true;
                     }
                 }
