@@ -261,15 +261,13 @@ impl Skills {
         })
     }
 
-    /// Each of a skill's files' inode, size and change time (zeros for one missing).
+    /// Each of a skill's files' [`file_stamp`] (zeros for one missing).
     fn stamp(&self, name: &str) -> Vec<(u64, u64, i64, i64)> {
-        use std::os::unix::fs::MetadataExt as _;
         FILES
             .iter()
             .map(|(file, _)| {
-                std::fs::metadata(self.dir.join(name).join(file)).map_or((0, 0, 0, 0), |m| {
-                    (m.ino(), m.len(), m.ctime(), m.ctime_nsec())
-                })
+                std::fs::metadata(self.dir.join(name).join(file))
+                    .map_or((0, 0, 0, 0), |m| file_stamp(&m))
             })
             .collect()
     }
@@ -862,6 +860,34 @@ pub fn vfs_files(
         });
     }
     (files, entries)
+}
+
+/// What tells a skill file changed without reading it: on Unix its inode, size and change time
+/// (a rename into place or an edit changes them); elsewhere its size and modification time.
+#[cfg(unix)]
+fn file_stamp(metadata: &std::fs::Metadata) -> (u64, u64, i64, i64) {
+    use std::os::unix::fs::MetadataExt as _;
+    (
+        metadata.ino(),
+        metadata.len(),
+        metadata.ctime(),
+        metadata.ctime_nsec(),
+    )
+}
+
+#[cfg(not(unix))]
+fn file_stamp(metadata: &std::fs::Metadata) -> (u64, u64, i64, i64) {
+    let modified = metadata
+        .modified()
+        .ok()
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+        .unwrap_or_default();
+    (
+        0,
+        metadata.len(),
+        i64::try_from(modified.as_secs()).unwrap_or(i64::MAX),
+        i64::from(modified.subsec_nanos()),
+    )
 }
 
 #[cfg(test)]
