@@ -57,6 +57,7 @@ pub mod export;
 mod host;
 mod module;
 pub mod policy;
+pub mod text;
 pub mod transport;
 #[cfg(feature = "wire")]
 pub mod wire;
