@@ -30,3 +30,4 @@ mod thirdparty;
 mod tokens;
 mod trust;
 mod vfs;
+mod workspace;
