@@ -1,6 +1,7 @@
-//! The workspace's own build: `cargo run --release` (the default members) and `cargo build
-//! --workspace` (scripts/install, scripts/test, the benches) must build every shared dependency
-//! with the same features, or switching between them rebuilds most of the tree.
+//! The workspace's own build: `cargo run --release` (the default members), `-p runbyte-core`
+//! (maturin, `cargo install`) and `cargo build --workspace` (scripts/install, scripts/test, the
+//! benches) must build every shared dependency with the same features, or switching between them
+//! rebuilds most of the tree.
 
 use std::{collections::BTreeMap, process::Command};
 
@@ -39,16 +40,21 @@ fn features(selection: &[&str]) -> BTreeMap<String, Vec<String>> {
 
 #[test]
 fn the_default_members_and_the_workspace_build_one_feature_set() {
-    let default = features(&[]);
     let workspace = features(&["--workspace"]);
-    let parted: Vec<String> = default
-        .iter()
-        .filter_map(|(package, sets)| {
-            let other = workspace.get(package)?;
-            (other != sets)
-                .then(|| format!("{package}: {sets:?} by default, {other:?} in the workspace"))
-        })
-        .collect();
+    let mut parted = Vec::new();
+    for (selection, args) in [
+        ("by default", &[][..]),
+        ("with -p runbyte-core", &["-p", "runbyte-core"]),
+    ] {
+        for (package, sets) in features(args) {
+            match workspace.get(&package) {
+                Some(other) if *other != sets => parted.push(format!(
+                    "{package}: {sets:?} {selection}, {other:?} in the workspace"
+                )),
+                _ => {}
+            }
+        }
+    }
     assert!(
         parted.is_empty(),
         "add the workspace's features of these dependencies to tests/feature-set/Cargo.toml:\n{}",
