@@ -13,15 +13,6 @@ use std::{
 
 use runbyte_tests::{TempDir, build_dir, repo_root, result_json, test_dep};
 
-/// What `scripts/package all` made, in a folder of the test run.
-struct Packages {
-    archive: PathBuf,
-    wheel: PathBuf,
-    npm_main: PathBuf,
-    npm_platform: PathBuf,
-    mcpb: PathBuf,
-}
-
 /// The mcpb CLI scripts/test-deps installs (pinned), or `None` (skipped) without it.
 fn mcpb_cli() -> Option<PathBuf> {
     test_dep("node_modules/@anthropic-ai/mcpb/dist/cli/cli.js")
@@ -71,47 +62,70 @@ fn said(output: &Output) -> String {
     )
 }
 
-/// `scripts/package all --from target/debug`, once for every test here.
-fn packages() -> Option<&'static Packages> {
-    static PACKAGES: OnceLock<Option<Packages>> = OnceLock::new();
-    PACKAGES
-        .get_or_init(|| {
-            let cli = mcpb_cli()?;
-            let out = build_dir().parent().unwrap().join("package-test");
-            let _ = std::fs::remove_dir_all(&out);
-            let made = bounded(
-                Command::new(repo_root().join("scripts/package"))
-                    .args(["all", "--from"])
-                    .arg(build_dir())
-                    .arg("--out")
-                    .arg(&out)
-                    .env("MCPB", cli),
-                Duration::from_secs(600),
-            );
-            assert!(
-                made.status.success(),
-                "scripts/package all: {}",
-                said(&made)
-            );
-            let listed = String::from_utf8_lossy(&made.stdout).into_owned();
-            let find = |test: &dyn Fn(&str) -> bool| {
-                let line = listed
-                    .lines()
-                    .find(|line| test(line))
-                    .unwrap_or_else(|| panic!("not made: {listed}"));
-                PathBuf::from(line)
-            };
-            Some(Packages {
-                archive: find(&|line| line.ends_with(".tar.gz")),
-                wheel: find(&|line| line.ends_with(".whl")),
-                npm_main: find(&|line| line.ends_with("/runbyte-0.1.0.tgz")),
-                npm_platform: find(&|line| {
-                    line.contains("/runbyte-linux-") && line.ends_with(".tgz")
-                }),
-                mcpb: find(&|line| line.ends_with(".mcpb")),
-            })
-        })
-        .as_ref()
+/// The files `scripts/package KIND --from target/debug` made (the lines it printed): each kind
+/// once for every test here, in a folder of its own, so the kinds are made side by side.
+/// `None` (skipped) when a test dependency it needs is missing.
+fn made(kind: &'static str) -> Option<&'static [PathBuf]> {
+    static ARCHIVE: OnceLock<Option<Vec<PathBuf>>> = OnceLock::new();
+    static WHEEL: OnceLock<Option<Vec<PathBuf>>> = OnceLock::new();
+    static NPM: OnceLock<Option<Vec<PathBuf>>> = OnceLock::new();
+    static MCPB: OnceLock<Option<Vec<PathBuf>>> = OnceLock::new();
+    let cell = match kind {
+        "archive" => &ARCHIVE,
+        "wheel" => &WHEEL,
+        "npm" => &NPM,
+        _ => &MCPB,
+    };
+    cell.get_or_init(|| {
+        let mut command = Command::new(repo_root().join("scripts/package"));
+        if kind == "mcpb" {
+            command.env("MCPB", mcpb_cli()?);
+        }
+        let out = build_dir()
+            .parent()
+            .unwrap()
+            .join("package-test")
+            .join(kind);
+        let _ = std::fs::remove_dir_all(&out);
+        let made = bounded(
+            command
+                .args([kind, "--from"])
+                .arg(build_dir())
+                .arg("--out")
+                .arg(&out),
+            Duration::from_secs(600),
+        );
+        assert!(
+            made.status.success(),
+            "scripts/package {kind}: {}",
+            said(&made)
+        );
+        let files: Vec<PathBuf> = String::from_utf8_lossy(&made.stdout)
+            .lines()
+            .map(PathBuf::from)
+            .collect();
+        for file in &files {
+            assert!(file.is_file(), "{} was not made", file.display());
+            sha256_matches(file);
+        }
+        Some(files)
+    })
+    .as_deref()
+}
+
+/// The one file of `files` whose name ends with `suffix`.
+fn named<'a>(files: &'a [PathBuf], suffix: &str) -> &'a Path {
+    let mut found = files
+        .iter()
+        .filter(|file| file.to_string_lossy().ends_with(suffix));
+    let file = found
+        .next()
+        .unwrap_or_else(|| panic!("no *{suffix} in {files:?}"));
+    assert!(
+        found.next().is_none(),
+        "more than one *{suffix} in {files:?}"
+    );
+    file
 }
 
 /// The Python SDK client (`tests/python/client.py`) in `command` mode: it spawns `command` as
@@ -172,6 +186,7 @@ fn assert_ran_the_program(report: &serde_json::Value) {
     );
 }
 
+/// The `.sha256` beside `file` checks.
 fn sha256_matches(file: &Path) {
     let checked = bounded(
         Command::new("sha256sum")
@@ -188,19 +203,19 @@ fn sha256_matches(file: &Path) {
 
 #[test]
 fn the_archive_unpacked_anywhere_checks_and_lists_its_plugins() {
-    let Some(made) = packages() else { return };
-    sha256_matches(&made.archive);
+    let Some(files) = made("archive") else { return };
+    let archive = named(files, ".tar.gz");
     let dir = TempDir::new("package-archive");
     let unpacked = bounded(
         Command::new("tar")
             .arg("-xzf")
-            .arg(&made.archive)
+            .arg(archive)
             .arg("-C")
             .arg(dir.path()),
         Duration::from_secs(120),
     );
     assert!(unpacked.status.success(), "{}", said(&unpacked));
-    let name = made.archive.file_name().unwrap().to_string_lossy();
+    let name = archive.file_name().unwrap().to_string_lossy();
     let root = dir.path().join(name.trim_end_matches(".tar.gz"));
     for file in [
         "LICENSE-MIT",
@@ -255,8 +270,8 @@ fn the_archive_unpacked_anywhere_checks_and_lists_its_plugins() {
 
 #[test]
 fn the_wheel_installed_with_pip_in_a_fresh_venv_serves_a_client() {
-    let Some(made) = packages() else { return };
-    sha256_matches(&made.wheel);
+    let Some(files) = made("wheel") else { return };
+    let wheel = named(files, ".whl");
     let home = TempDir::new("package-wheel-home");
     let venv = home.path().join("venv");
     let created = bounded(
@@ -273,7 +288,7 @@ fn the_wheel_installed_with_pip_in_a_fresh_venv_serves_a_client() {
                 "--no-index",
                 "--disable-pip-version-check",
             ])
-            .arg(&made.wheel)
+            .arg(wheel)
             .env("HOME", home.path()),
         Duration::from_secs(300),
     );
@@ -289,6 +304,66 @@ fn the_wheel_installed_with_pip_in_a_fresh_venv_serves_a_client() {
     );
     let runbyte = venv.join("bin/runbyte").display().to_string();
     let report = client(home.path(), home.path(), &[], None, &[&runbyte, "serve"]);
+    assert_ran_the_program(&report);
+}
+
+#[test]
+fn the_wheel_run_by_uvx_serves_a_client() {
+    let Some(files) = made("wheel") else { return };
+    let uvx = test_dep("venv/bin/uvx").unwrap().display().to_string();
+    // What a client configuration says (`uvx runbyte serve`), from the wheel file rather than
+    // PyPI; uv's cache, tools and interpreters lie in the fresh HOME.
+    let home = TempDir::new("package-uvx-home");
+    let wheel = named(files, ".whl").display().to_string();
+    let command = [
+        uvx.as_str(),
+        "--offline",
+        "--from",
+        &wheel,
+        "runbyte",
+        "serve",
+    ];
+    let report = client(home.path(), home.path(), &[], None, &command);
+    assert_ran_the_program(&report);
+}
+
+#[test]
+fn the_wheel_installed_by_pipx_serves_a_client_through_its_link() {
+    let Some(files) = made("wheel") else { return };
+    let wheel = named(files, ".whl");
+    let pipx = test_dep("venv/bin/pipx").unwrap();
+    let home = TempDir::new("package-pipx-home");
+    let installed = bounded(
+        Command::new(pipx)
+            .arg("install")
+            .arg(wheel)
+            .env("HOME", home.path())
+            .env("PIP_NO_INDEX", "1")
+            // pipx's own defaults under the fresh HOME, as a user's first install has them.
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("PIPX_HOME")
+            .env_remove("PIPX_BIN_DIR"),
+        Duration::from_secs(300),
+    );
+    assert!(
+        installed.status.success(),
+        "pipx install: {}",
+        said(&installed)
+    );
+    // pipx links ~/.local/bin/runbyte to its venv's bin/runbyte; the plugins are in the venv.
+    let link = home.path().join(".local/bin/runbyte");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "{}",
+        link.display()
+    );
+    let link = link.display().to_string();
+    let report = client(home.path(), home.path(), &[], None, &[&link, "serve"]);
     assert_ran_the_program(&report);
 }
 
@@ -315,11 +390,11 @@ fn npm_install(prefix: &Path, tarballs: &[&Path]) {
 
 #[test]
 fn the_npm_packages_installed_offline_serve_a_client_through_npx() {
-    let Some(made) = packages() else { return };
-    sha256_matches(&made.npm_main);
-    sha256_matches(&made.npm_platform);
+    let Some(files) = made("npm") else { return };
+    let main = named(files, "/runbyte-0.1.0.tgz");
+    let platform_package = named(files, "/runbyte-linux-x64-0.1.0.tgz");
     let prefix = TempDir::new("package-npm");
-    npm_install(prefix.path(), &[&made.npm_main, &made.npm_platform]);
+    npm_install(prefix.path(), &[main, platform_package]);
     let platform = prefix.path().join("node_modules/@runbyte/linux-x64");
     assert!(platform.join("bin/runbyte").is_file());
     assert!(
@@ -370,9 +445,9 @@ fn the_npm_packages_installed_offline_serve_a_client_through_npx() {
 
 #[test]
 fn the_npm_shim_names_the_missing_platform_package_and_how_to_get_it() {
-    let Some(made) = packages() else { return };
+    let Some(files) = made("npm") else { return };
     let prefix = TempDir::new("package-npm-missing");
-    npm_install(prefix.path(), &[&made.npm_main]);
+    npm_install(prefix.path(), &[named(files, "/runbyte-0.1.0.tgz")]);
     assert!(
         !prefix
             .path()
@@ -407,16 +482,15 @@ fn the_npm_shim_names_the_missing_platform_package_and_how_to_get_it() {
 
 #[test]
 fn the_claude_desktop_extension_validates_and_starts_as_its_manifest_says() {
-    let Some(made) = packages() else { return };
+    let Some(files) = made("mcpb") else { return };
     let cli = mcpb_cli().unwrap();
-    sha256_matches(&made.mcpb);
     let dir = TempDir::new("package-mcpb");
     let bundle = dir.path().join("runbyte");
     let unpacked = bounded(
         Command::new("node")
             .arg(&cli)
             .arg("unpack")
-            .arg(&made.mcpb)
+            .arg(named(files, ".mcpb"))
             .arg(&bundle),
         Duration::from_secs(120),
     );
