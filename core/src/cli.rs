@@ -34,8 +34,10 @@ macro_rules! say_err {
 #[derive(Debug, Parser)]
 #[command(name = "runbyte", version, about, long_about = None)]
 pub struct Cli {
-    /// The configuration file (default: ./runbyte.toml, else the built-in default).
-    #[arg(long, short, global = true, env = "RUNBYTE_CONFIG")]
+    /// The configuration file (default: ./runbyte.toml, else the built-in default). Empty means
+    /// none given: a launcher's unset setting (the Claude Desktop extension's) passes "".
+    #[arg(long, short, global = true, env = "RUNBYTE_CONFIG",
+          value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
     pub config: Option<PathBuf>,
     /// What to log on stderr: error, warn, info, debug, trace, or a tracing filter.
     #[arg(long, global = true, default_value = "info,rmcp=error")]
@@ -228,7 +230,11 @@ pub fn main() -> ExitCode {
         clap_complete::generate(shell, &mut command, "runbyte", &mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
-    let config = match Config::find(cli.config.as_deref()) {
+    let explicit = cli
+        .config
+        .as_deref()
+        .filter(|path| !path.as_os_str().is_empty());
+    let config = match Config::find(explicit) {
         Ok(config) => config,
         Err(error) => return fail(&error.to_string()),
     };

@@ -17,6 +17,7 @@ mod install;
 mod listeners;
 mod oauth;
 mod ordinary;
+mod package;
 mod plugins;
 mod relay;
 mod replicas;

@@ -4,6 +4,7 @@
     client.py [OPTIONS] stdio <runbyte> <config>   # spawns `runbyte serve --config <config>`
     client.py [OPTIONS] http <url>                 # e.g. http://127.0.0.1:3000/mcp
     client.py [OPTIONS] sse <url>                  # e.g. http://127.0.0.1:3000/sse (legacy only)
+    client.py [OPTIONS] command <cmd> [<arg>...]   # spawns what a client config says: command + args
 
 OPTIONS (before the mode, in any order):
     --era ERA        how to open the connection (below)
@@ -15,6 +16,8 @@ OPTIONS (before the mode, in any order):
                      2026-07-28 the questions come as `input_required` results, fulfilled
                      through the same callbacks and retried (as the SDK's `Client` does)
     --program FILE   run FILE's contents instead of the default program; "result" is its text
+    --env NAME=VALUE (command mode) set NAME for the spawned server, on top of the environment the
+                     SDK passes by default (HOME, PATH, ... as a client does), like a config's "env"
 
 ERA picks how the SDK opens the connection (the SDK's own `Client(mode=...)` vocabulary):
     legacy       the `initialize` handshake (the default; Mcp-Session-Id sessions over HTTP)
@@ -171,8 +174,8 @@ async def exercise(read, write, era="legacy", answer=None, program=PROGRAM):
 
 async def main():
     args = sys.argv[1:]
-    era, answer, program = "legacy", None, PROGRAM
-    while args[:1] in (["--era"], ["--answer"], ["--program"]):
+    era, answer, program, env = "legacy", None, PROGRAM, {}
+    while args[:1] in (["--era"], ["--answer"], ["--program"], ["--env"]):
         option = args[0]
         if option == "--era" and (len(args) < 2 or args[1] not in ERAS):
             raise SystemExit(f"--era must be one of {', '.join(ERAS)}")
@@ -183,6 +186,8 @@ async def main():
             era = value
         elif option == "--answer":
             answer = value
+        elif option == "--env":
+            name, _, env[name] = value.partition("=")
         else:
             with open(value, encoding="utf-8") as file:
                 program = file.read()
@@ -191,6 +196,10 @@ async def main():
     mode = args[0]
     if mode == "stdio":
         params = StdioServerParameters(command=args[1], args=["serve", "--config", args[2]])
+        async with stdio_client(params) as (read, write):
+            report = await exercise(read, write, era, answer, program)
+    elif mode == "command":
+        params = StdioServerParameters(command=args[1], args=args[2:], env=env or None)
         async with stdio_client(params) as (read, write):
             report = await exercise(read, write, era, answer, program)
     elif mode == "http":

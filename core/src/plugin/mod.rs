@@ -46,8 +46,19 @@ impl PluginSearch {
     /// The search order a configuration gives.
     pub fn from_config(config: &Config) -> Self {
         let mut dirs = config.plugins.dirs.clone();
+        // The binary's real folder: pipx, uv and Homebrew link `~/.local/bin/runbyte` (or
+        // `/opt/homebrew/bin/runbyte`) to the installed one, and on macOS current_exe is the
+        // link's path, whose `../lib/runbyte` is not the install's. (Not on Windows, where
+        // canonical paths are `\\?\` ones and those tools copy rather than link.)
         if let Some(own) = std::env::current_exe()
             .ok()
+            .map(|exe| {
+                if cfg!(windows) {
+                    exe
+                } else {
+                    exe.canonicalize().unwrap_or(exe)
+                }
+            })
             .and_then(|exe| exe.parent().map(Path::to_owned))
         {
             // In a cargo build folder the bundled plugins, built as dependencies of the binary,
