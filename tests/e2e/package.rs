@@ -81,6 +81,11 @@ fn made(kind: &'static str) -> Option<&'static [PathBuf]> {
         if kind == "mcpb" {
             command.env("MCPB", mcpb_cli()?);
         }
+        if kind == "wheel" {
+            // maturin builds the binary into the same folder: with the workspace's feature set
+            // it compiles nothing.
+            command.env("MATURIN", test_dep("venv/bin/maturin")?);
+        }
         let out = build_dir()
             .parent()
             .unwrap()
