@@ -84,7 +84,15 @@ impl ChildPump {
             Some(max) => (max, "max-message-bytes"),
             None => (config.max_line_bytes, "max-line-bytes"),
         };
-        let mut command = Command::new(&target.command);
+        // The PATH the child gets: its own table's, or Runbyte's (it is on the allowlist).
+        let path = target
+            .env
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("PATH"))
+            .map(|(_, value)| std::ffi::OsString::from(value))
+            .or_else(|| std::env::var_os("PATH"));
+        let program = crate::sys::program::resolve(&target.command, path.as_deref());
+        let mut command = Command::new(program);
         command.args(&target.args).env_clear();
         for name in ENV_ALLOWLIST
             .iter()

@@ -54,6 +54,11 @@ const TESTS: &[Test] = &[
         "a_response_over_the_servers_cap_fails_its_request_at_once",
         a_response_over_the_servers_cap_fails_its_request_at_once,
     ),
+    #[cfg(windows)]
+    (
+        "a_batch_file_on_the_path_is_found_by_its_bare_name",
+        a_batch_file_on_the_path_is_found_by_its_bare_name,
+    ),
 ];
 
 fn main() {
@@ -123,8 +128,10 @@ fn stdio() -> Stdio {
     Stdio::open("{}").unwrap()
 }
 
+/// The next message, waiting up to a minute: only a hang takes that long (wine's pipes move
+/// about 7 MB/s, so the 40 MiB round trip below takes seconds there).
 fn next_message(pump: &dyn Pump) -> Received {
-    for _ in 0..100 {
+    for _ in 0..600 {
         match pump.recv(Duration::from_millis(100)) {
             Received::Timeout => continue,
             other => return other,
@@ -371,6 +378,33 @@ fn a_response_over_the_servers_cap_fails_its_request_at_once() {
         Received::Message("short".into())
     );
     pump.close();
+}
+
+/// `npx` is `npx.cmd` on Windows: a bare name finds a batch file on the child's `PATH`, as it
+/// would in cmd.exe.
+#[cfg(windows)]
+fn a_batch_file_on_the_path_is_found_by_its_bare_name() {
+    let folder = std::env::temp_dir().join(format!("runbyte-stdio-test-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("runbyte-hello.cmd"),
+        "@echo {\"hello\": %1}\r\n",
+    )
+    .unwrap();
+    let mut path = std::ffi::OsString::from(&folder);
+    path.push(";");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let target = json!({
+        "name": "batch",
+        "command": "runbyte-hello",
+        "args": ["7"],
+        "env": {"PATH": path.to_str().unwrap()},
+    });
+    let pump = stdio().connect(&target.to_string()).unwrap();
+    let message = next_message(pump.as_ref());
+    pump.close();
+    let _ = std::fs::remove_dir_all(&folder);
+    assert_eq!(message, Received::Message(r#"{"hello": 7}"#.into()));
 }
 
 /// What a child does, by its first argument.

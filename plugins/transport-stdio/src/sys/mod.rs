@@ -11,6 +11,8 @@
 //! - [`stdio`]: this process's own stdin and stdout for the listener. Unix: duplicates, and a
 //!   poll(2) that tells whether stdout has room now. Windows: duplicated handles; stdout is
 //!   always written by the helper thread (no way to ask a pipe or console whether it has room).
+//! - [`program`]: finding the program a command names. Unix: `PATH`, as exec does. Windows:
+//!   `PATH` with each `PATHEXT` extension, as cmd.exe does, so that `npx` finds `npx.cmd`.
 //! - [`tree`]: a child and everything it starts, and stopping all of it. Unix: a process group
 //!   (stdin closed, grace, SIGTERM, grace, SIGKILL); on Linux the child also gets SIGTERM when
 //!   Runbyte dies (`PR_SET_PDEATHSIG`). Windows: a Job Object that kills the whole tree when it
@@ -28,6 +30,10 @@ pub(crate) mod write;
 #[cfg_attr(unix, path = "unix/stdio.rs")]
 #[cfg_attr(windows, path = "windows/stdio.rs")]
 pub(crate) mod stdio;
+
+#[cfg_attr(unix, path = "unix/program.rs")]
+#[cfg_attr(windows, path = "windows/program.rs")]
+pub(crate) mod program;
 
 #[cfg_attr(unix, path = "unix/tree.rs")]
 #[cfg_attr(windows, path = "windows/tree.rs")]
