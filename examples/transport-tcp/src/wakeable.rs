@@ -6,13 +6,19 @@
 //! flags in between. (A read timeout would do the same with less code, but Winsock leaves a
 //! connection whose receive timed out "in an indeterminate state".)
 
-use std::{io, net::TcpStream, time::Duration};
+use std::{
+    io,
+    net::{Shutdown, TcpStream},
+    time::Duration,
+};
 
 /// How often a Windows reader with nothing to read looks whether the pump was closed.
 #[cfg_attr(not(windows), allow(dead_code))]
 const CHECK: Duration = Duration::from_millis(100);
 
-/// `stream`, read until `stopped` says the pump or its listener was closed (then end of input).
+/// `stream`, read until `stopped` says the pump or its listener was closed: then the connection
+/// is shut down (the closer may not have reached it yet: the reader removes it from the
+/// listener's list as it ends) and reading gives end of input.
 pub(crate) struct Wakeable<F> {
     pub(crate) stream: TcpStream,
     pub(crate) stopped: F,
@@ -22,6 +28,7 @@ impl<F: Fn() -> bool> io::Read for Wakeable<F> {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         loop {
             if (self.stopped)() {
+                let _ = self.stream.shutdown(Shutdown::Both);
                 return Ok(0);
             }
             if readable(&self.stream, CHECK)? {
