@@ -90,6 +90,10 @@ pub trait Pump: Send + Sync {
     /// event loop and calls `recv` with a zero timeout until it answers [`Received::Timeout`],
     /// instead of keeping a thread blocked in `recv`: one thread hand-over less per message.
     /// `recv` with a zero timeout must then return promptly. Default: none.
+    ///
+    /// Unix only: on Windows (where pipes and handles cannot be polled this way) a pump gives
+    /// none, and the host calls `recv` from a reader thread of its own, with a timeout. A pump
+    /// that has no descriptor on some system returns `None` there; nothing else changes.
     fn readable_fd(&self) -> Option<i32> {
         None
     }
@@ -157,8 +161,8 @@ pub trait RawPump: Send + Sync {
     /// See [`Pump::close`].
     #[sabi(last_prefix_field)]
     fn close(&self) -> RResult<(), PluginError>;
-    /// See [`Pump::readable_fd`]. Appended after the first API version: a host calling it on an
-    /// older plugin gets this default, none.
+    /// See [`Pump::readable_fd`] (a Unix descriptor; none on Windows). Appended after the first
+    /// API version: a host calling it on an older plugin gets this default, none.
     fn readable_fd(&self) -> ROption<i32> {
         ROption::RNone
     }

@@ -39,6 +39,7 @@ mod connect;
 mod lines;
 mod listen;
 mod pump;
+mod wakeable;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 

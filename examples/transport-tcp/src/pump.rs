@@ -2,7 +2,7 @@
 //! its own lock, so a `send` never waits for a `recv` and the reverse.
 
 use std::{
-    io::{BufReader, Write},
+    io::{BufRead, BufReader, Cursor, Read, Write},
     net::{Shutdown, TcpStream},
     sync::{
         Arc, Mutex, MutexGuard,
@@ -18,7 +18,10 @@ use runbyte_plugin_api::{
     transport::{Pump, Received},
 };
 
-use crate::lines::{Line, error_line, null_id_error, read_line};
+use crate::{
+    lines::{Line, error_line, null_id_error, read_line},
+    wakeable::Wakeable,
+};
 
 /// Messages read ahead of the host. When the host falls behind, the reader stops reading and
 /// TCP's own flow control slows the peer down.
@@ -107,6 +110,21 @@ impl LinePump {
         });
         let (sender, events) = sync_channel(QUEUE);
         let reading = shared.clone();
+        // What `reader` already holds, then the rest of the connection, read so that a close
+        // from another thread ends the reading on every OS (see [`Wakeable`]).
+        let held = reader.buffer().to_vec();
+        let watched = shared.clone();
+        let rest = Wakeable {
+            stream: reader.into_inner(),
+            stopped: move || {
+                watched.closed.load(Ordering::SeqCst)
+                    || watched
+                        .listener_closed
+                        .as_ref()
+                        .is_some_and(|closed| closed.load(Ordering::SeqCst))
+            },
+        };
+        let reader = BufReader::with_capacity(64 * 1024, Cursor::new(held).chain(rest));
         thread::Builder::new()
             .name("tcp-reader".to_owned())
             .spawn(move || {
@@ -149,7 +167,7 @@ fn push(sender: &SyncSender<Event>, shared: &Shared, mut event: Event) -> bool {
 
 /// Reads lines until the connection ends; returns why it ended.
 fn read_loop(
-    mut reader: BufReader<TcpStream>,
+    mut reader: impl BufRead,
     shared: &Shared,
     side: Side,
     max_line: usize,

@@ -28,10 +28,12 @@ pub fn inbox() -> (InboxSender, Inbox) {
 
 /// [`inbox`] whose [`Inbox::readable_fd`] is readable whenever `recv` may have something to
 /// return, for pumps the host waits on in its event loop. Without a descriptor to spare (the
-/// process is out of them), the inbox has none and the host reads it from a thread instead.
+/// process is out of them) or on a system without one (Windows: see [`crate::wake`]), the inbox
+/// has none and the host reads it from a thread instead.
 pub fn inbox_with_fd() -> (InboxSender, Inbox) {
     let wake = match Wake::new() {
         Ok(wake) => Some(Arc::new(wake)),
+        Err(error) if error.kind() == std::io::ErrorKind::Unsupported => None,
         Err(error) => {
             runbyte_plugin_api::log(
                 runbyte_plugin_api::LogLevel::Warn,

@@ -504,7 +504,7 @@ fn a_wildcard_host_allows_any_host_but_no_unnamed_origin() {
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 /// Whether `fd` is readable now.
 fn readable(fd: i32) -> bool {
     let mut poll = libc::pollfd {
@@ -517,7 +517,7 @@ fn readable(fd: i32) -> bool {
     ready == 1 && poll.revents & libc::POLLIN != 0
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 #[test]
 fn an_inbox_descriptor_is_readable_exactly_while_recv_may_have_something() {
     let (sender, inbox) = inbox::inbox_with_fd();
@@ -540,4 +540,21 @@ fn an_inbox_descriptor_is_readable_exactly_while_recv_may_have_something() {
     assert!(readable(fd));
     assert_eq!(inbox.recv(Duration::ZERO), Received::Closed("bye".into()));
     assert!(inbox::inbox().1.readable_fd().is_none());
+}
+
+/// Windows has no descriptor to give (the host reads such a pump from a thread): the inbox
+/// works without one, and says so quietly.
+#[cfg(windows)]
+#[test]
+fn on_windows_an_inbox_has_no_descriptor_and_still_delivers() {
+    let (sender, inbox) = inbox::inbox_with_fd();
+    assert!(inbox.readable_fd().is_none());
+    sender.message("one".into());
+    assert_eq!(inbox.recv(Duration::ZERO), Received::Message("one".into()));
+    assert_eq!(inbox.recv(Duration::ZERO), Received::Timeout);
+    sender.close("bye");
+    assert_eq!(
+        inbox.recv(Duration::from_secs(1)),
+        Received::Closed("bye".into())
+    );
 }

@@ -2,7 +2,10 @@
 //! the host as `Pump::readable_fd`, so the host waits for every session in its own event loop
 //! instead of keeping a reader thread (and a writer thread) per session.
 //!
-//! Linux: one `eventfd` per inbox. Other Unix systems: a socket pair (two descriptors). The
+//! Linux: one `eventfd` per inbox. Other Unix systems (macOS): a socket pair (two descriptors).
+//! Windows: none (the host's event loop waits on Unix descriptors only), so [`Wake::new`] fails
+//! with [`std::io::ErrorKind::Unsupported`], the inbox has no descriptor and the host reads each
+//! session from a thread of its own, as it does any pump without `readable_fd`. The
 //! receiver [`drain`](Wake::drain)s it before it looks at the queue, and a sender
 //! [`signal`](Wake::signal)s after it has queued, so a message queued after the drain always
 //! leaves the descriptor readable: no wake-up is lost.
@@ -82,18 +85,24 @@ mod imp {
 
 #[cfg(not(unix))]
 mod imp {
-    pub(super) struct Imp;
+    /// Never made: see the module documentation.
+    pub(super) enum Imp {}
 
     impl Imp {
         pub(super) fn new() -> std::io::Result<Self> {
-            Err(std::io::Error::other(
-                "no pollable descriptor on this system",
+            Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "no descriptor for the host to wait on, on this system",
             ))
         }
-        pub(super) fn signal(&self) {}
-        pub(super) fn drain(&self) {}
+        pub(super) fn signal(&self) {
+            match *self {}
+        }
+        pub(super) fn drain(&self) {
+            match *self {}
+        }
         pub(super) fn fd(&self) -> i32 {
-            -1
+            match *self {}
         }
     }
 }

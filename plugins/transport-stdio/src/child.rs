@@ -4,7 +4,7 @@ use std::{
     collections::{BTreeMap, VecDeque},
     io::BufReader,
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Child, ChildStdout, Command, Stdio},
     sync::{Arc, Mutex, mpsc},
     thread,
     time::{Duration, Instant},
@@ -22,7 +22,8 @@ use crate::{
     lines::{Line, read_line},
     overlong::Overlong,
     stdin::Stdin,
-    stdout::{Next, Stdout},
+    stdout::Next,
+    sys::{read::Incoming, tree::Tree},
 };
 
 /// The host's description of the server to start.
@@ -50,9 +51,11 @@ type Tail = Arc<Mutex<VecDeque<String>>>;
 pub(crate) struct ChildPump {
     name: String,
     child: Arc<Mutex<Child>>,
+    /// The child and everything it starts, for the stop.
+    tree: Arc<Tree>,
     stdin: Stdin,
-    stdout: Mutex<Stdout>,
-    stdout_fd: i32,
+    stdout: Mutex<Incoming<ChildStdout>>,
+    stdout_fd: Option<i32>,
     stderr: Mutex<Option<thread::JoinHandle<()>>>,
     tail: Tail,
     closed: Mutex<Option<String>>,
@@ -62,7 +65,7 @@ pub(crate) struct ChildPump {
     max: (usize, &'static str),
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A thread that panicked while holding one of these locks left plain data behind; go on.
     mutex
         .lock()
@@ -81,7 +84,15 @@ impl ChildPump {
             Some(max) => (max, "max-message-bytes"),
             None => (config.max_line_bytes, "max-line-bytes"),
         };
-        let mut command = Command::new(&target.command);
+        // The PATH the child gets: its own table's, or Runbyte's (it is on the allowlist).
+        let path = target
+            .env
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("PATH"))
+            .map(|(_, value)| std::ffi::OsString::from(value))
+            .or_else(|| std::env::var_os("PATH"));
+        let program = crate::sys::program::resolve(&target.command, path.as_deref());
+        let mut command = Command::new(program);
         command.args(&target.args).env_clear();
         for name in ENV_ALLOWLIST
             .iter()
@@ -100,26 +111,7 @@ impl ChildPump {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            // Its own process group, so that stopping it stops its children too.
-            command.process_group(0);
-        }
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: the closure runs in the forked child before exec and calls only prctl(2),
-            // which is async-signal-safe; it touches no memory of the parent.
-            unsafe {
-                command.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
+        crate::sys::tree::prepare(&mut command);
         let mut child = spawn_from_one_thread(command).map_err(|e| {
             let place = target
                 .cwd
@@ -128,6 +120,14 @@ impl ChildPump {
                 .unwrap_or_default();
             format!("cannot start `{}`{place}: {e}", target.command)
         })?;
+        let tree = match Tree::adopt(&child, &target.name) {
+            Ok(tree) => Arc::new(tree),
+            Err(error) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("cannot start `{}`: {error}", target.command));
+            }
+        };
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -152,12 +152,15 @@ impl ChildPump {
                 .spawn(move || drain_stderr(stderr, &name, &tail))
                 .map_err(|e| format!("cannot start a thread: {e}"))?
         };
+        let stdout = Incoming::new(stdout, max.0, &target.name)
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
         Ok(ChildPump {
             stdin: Stdin::new(stdin, target.name.clone()),
             name: target.name,
             child,
-            stdout_fd: std::os::fd::AsRawFd::as_raw_fd(&stdout),
-            stdout: Mutex::new(Stdout::new(stdout, max.0)),
+            tree,
+            stdout_fd: stdout.readable_fd(),
+            stdout: Mutex::new(stdout),
             stderr: Mutex::new(Some(stderr)),
             tail,
             closed: Mutex::new(None),
@@ -177,15 +180,15 @@ impl ChildPump {
                 thread::sleep(Duration::from_millis(2));
             }
         }
-        let reason = exit_report(&self.child, &self.tail, deadline);
+        let reason = exit_report(&self.child, &self.tree, &self.tail, deadline);
         *lock(&self.closed) = Some(reason.clone());
         reason
     }
 
-    /// Stops the server and waits until its whole process group is gone (grandchildren
-    /// included), at most twice the grace plus [`KILLED_WAIT`]: the host calls `close` on
-    /// shutdown and on a restart, and a group still running when Runbyte exits would be
-    /// orphaned. A second caller waits for the first stop to end.
+    /// Stops the server and waits until its whole tree is gone (grandchildren included), at
+    /// most twice the grace and a little: the host calls `close` on shutdown and on a restart,
+    /// and a tree still running when Runbyte exits would be orphaned. A second caller waits for
+    /// the first stop to end. How the tree is stopped is the platform's ([`crate::sys::tree`]).
     fn stop(&self) {
         let mut stopped = lock(&self.stopped);
         if *stopped {
@@ -193,64 +196,8 @@ impl ChildPump {
         }
         // Closing stdin is the polite request to exit.
         self.stdin.close();
-        stop_group(&self.child, self.grace, &self.name);
+        self.tree.stop(&self.child, self.grace, &self.name);
         *stopped = true;
-    }
-}
-
-/// How long a group may take to vanish after SIGKILL (it cannot refuse; the kernel may still be
-/// tearing down a large process) before the stop gives up with a warning.
-const KILLED_WAIT: Duration = Duration::from_millis(500);
-
-/// Ends the process group that `child` leads: waits `grace` for the leader to exit (its stdin is
-/// closed), SIGTERM to the group, waits `grace` for the group to go, then SIGKILL and waits for
-/// that. The group is signalled even when the leader exited by itself: a grandchild keeps it.
-fn stop_group(child: &Mutex<Child>, grace: Duration, name: &str) {
-    let Ok(pgid) = i32::try_from(lock(child).id()) else {
-        return;
-    };
-    if !wait_exit(child, grace) {
-        log(
-            LogLevel::Debug,
-            &format!("[{name}] still running after stdin closed; SIGTERM"),
-        );
-    }
-    if wait_group_gone(child, pgid, Duration::ZERO) {
-        return;
-    }
-    signal_group(pgid, Signal::Term);
-    if wait_group_gone(child, pgid, grace) {
-        return;
-    }
-    log(
-        LogLevel::Warn,
-        &format!("[{name}] process group {pgid} ignored SIGTERM; SIGKILL"),
-    );
-    signal_group(pgid, Signal::Kill);
-    if !wait_group_gone(child, pgid, KILLED_WAIT) {
-        log(
-            LogLevel::Warn,
-            &format!(
-                "[{name}] process group {pgid} still has processes {} ms after SIGKILL",
-                KILLED_WAIT.as_millis()
-            ),
-        );
-    }
-}
-
-/// Waits up to `within` until no live process is left in group `pgid`. The leader is reaped on
-/// the way: until it is, its zombie keeps the group (and its id) in existence.
-fn wait_group_gone(child: &Mutex<Child>, pgid: i32, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        let _ = lock(child).try_wait();
-        if !group_alive(pgid) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -323,7 +270,7 @@ impl Pump for ChildPump {
     }
 
     fn readable_fd(&self) -> Option<i32> {
-        Some(self.stdout_fd)
+        self.stdout_fd
     }
 
     fn sends_without_blocking(&self) -> bool {
@@ -342,15 +289,15 @@ impl Drop for ChildPump {
             return;
         }
         self.stdin.close();
-        let (child, grace, name) = (self.child.clone(), self.grace, self.name.clone());
-        let stopper = move || stop_group(&child, grace, &name);
+        let (child, tree) = (self.child.clone(), self.tree.clone());
+        let (grace, name) = (self.grace, self.name.clone());
+        let stopper = move || tree.stop(&child, grace, &name);
         if thread::Builder::new()
             .name("stdio-stop".to_owned())
             .spawn(stopper)
             .is_err()
-            && let Ok(pgid) = i32::try_from(lock(&self.child).id())
         {
-            signal_group(pgid, Signal::Kill);
+            self.tree.kill(&self.child);
         }
     }
 }
@@ -417,7 +364,7 @@ fn drain_stderr(stderr: std::process::ChildStderr, name: &str, tail: &Tail) {
 /// Why the connection ended: the exit status when the child has exited (waiting briefly for it).
 /// Not its stderr: a server may print its own token there, and this text reaches programs and
 /// the VFS. Its stderr is in the log (which the host redacts), and the report says so.
-fn exit_report(child: &Mutex<Child>, tail: &Tail, deadline: Instant) -> String {
+fn exit_report(child: &Mutex<Child>, tree: &Tree, tail: &Tail, deadline: Instant) -> String {
     let status = loop {
         match lock(child).try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -426,7 +373,7 @@ fn exit_report(child: &Mutex<Child>, tail: &Tail, deadline: Instant) -> String {
         }
     };
     let mut report = match status {
-        Some(status) => describe_status(status),
+        Some(status) => describe_status(status, tree),
         None => "closed its stdout".to_owned(),
     };
     let lines = lock(tail).len();
@@ -436,21 +383,18 @@ fn exit_report(child: &Mutex<Child>, tail: &Tail, deadline: Instant) -> String {
     report
 }
 
-fn describe_status(status: std::process::ExitStatus) -> String {
+fn describe_status(status: std::process::ExitStatus, tree: &Tree) -> String {
+    if let Some(description) = tree.describe(status) {
+        return description;
+    }
     if let Some(code) = status.code() {
         return format!("exited with status {code}");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(signal) = status.signal() {
-            return format!("was killed by signal {signal}");
-        }
     }
     format!("exited ({status})")
 }
 
-fn wait_exit(child: &Mutex<Child>, within: Duration) -> bool {
+/// Waits up to `within` for the child to exit; whether it did.
+pub(crate) fn wait_exit(child: &Mutex<Child>, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     loop {
         match lock(child).try_wait() {
@@ -459,75 +403,4 @@ fn wait_exit(child: &Mutex<Child>, within: Duration) -> bool {
             Ok(None) => thread::sleep(Duration::from_millis(10)),
         }
     }
-}
-
-enum Signal {
-    Term,
-    Kill,
-}
-
-#[cfg(unix)]
-fn signal_group(pgid: i32, signal: Signal) {
-    let signal = match signal {
-        Signal::Term => libc::SIGTERM,
-        Signal::Kill => libc::SIGKILL,
-    };
-    // SAFETY: kill(2) with a negative pid signals the process group the child leads (it was
-    // started with process_group(0)); an absent group gives ESRCH, which we ignore.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
-}
-
-#[cfg(not(unix))]
-fn signal_group(_pgid: i32, _signal: Signal) {}
-
-/// Whether group `pgid` still has a live process. A zombie does not count: it is dead, and it
-/// is its reaper's (PID 1 or a subreaper for an orphaned grandchild), not ours, to collect.
-#[cfg(unix)]
-fn group_alive(pgid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the group exists and may be signalled; nothing is sent.
-    let exists = unsafe { libc::kill(-pgid, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
-    exists && live_member(pgid)
-}
-
-#[cfg(not(unix))]
-fn group_alive(_pgid: i32) -> bool {
-    false
-}
-
-/// Whether a process that is not a zombie has process group `pgid`, from `/proc`.
-#[cfg(target_os = "linux")]
-fn live_member(pgid: i32) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    let pgid = pgid.to_string();
-    entries.flatten().any(|entry| {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            return false;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return false;
-        };
-        // After the command name in parentheses: state, ppid, pgrp, ...
-        let mut fields = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or_default()
-            .split_whitespace();
-        let state = fields.next();
-        let group = fields.nth(1);
-        group == Some(pgid.as_str()) && state != Some("Z")
-    })
-}
-
-#[cfg(all(unix, not(target_os = "linux")))]
-fn live_member(_pgid: i32) -> bool {
-    true
 }

@@ -4,13 +4,18 @@
 //!   newline-delimited JSON-RPC over its stdin and stdout. The child gets a scrubbed environment
 //!   (a short allowlist plus what the config names), its stderr is drained into the host's log
 //!   line by line with the server's name (the tail is kept for the exit report), lines are capped
-//!   in length, and closing ends the whole process group: stdin closed, then SIGTERM, then
-//!   SIGKILL (npx and uvx start grandchildren).
+//!   in length, and closing ends the whole process tree (npx and uvx start grandchildren): on
+//!   Unix its process group (stdin closed, then SIGTERM, then SIGKILL), on Windows its Job
+//!   Object (stdin closed, then `TerminateJobObject`).
 //! - The **listener** serves one upstream client over this process's own stdin and stdout.
-//!   Stdin is read straight from `recv`, and offered to the host's event loop (`readable_fd`):
-//!   a request reaches the runtime without a reader thread handing it over. An answer of up to
-//!   4 KiB is written at once when stdout has room and nothing waits before it; others wait, in
-//!   order, for a helper thread (`sends_without_blocking`).
+//!   On Unix, stdin is read straight from `recv`, and offered to the host's event loop
+//!   (`readable_fd`): a request reaches the runtime without a reader thread handing it over.
+//!   An answer of up to 4 KiB is written at once when stdout has room and nothing waits before
+//!   it; others wait, in order, for a helper thread (`sends_without_blocking`).
+//!
+//! What differs between operating systems is in [`sys`], one module per concern; Windows reads
+//! each pipe on a thread of its own and gives the host no descriptor (the host then reads the
+//! pump from a thread).
 //!
 //! Configuration (`[transports.stdio]`, all optional): `inherit-env` (more variable names to
 //! pass through), `max-line-bytes` (default 64 MiB), `stop-grace-ms` (default 1000: how long a
@@ -26,6 +31,7 @@ mod listener;
 mod overlong;
 mod stdin;
 mod stdout;
+mod sys;
 
 use runbyte_plugin_api::{
     export_plugin,
@@ -34,9 +40,39 @@ use runbyte_plugin_api::{
 use serde::Deserialize;
 
 /// Environment variables a child process inherits from Runbyte's own environment.
+#[cfg(not(windows))]
 pub const ENV_ALLOWLIST: &[&str] = &[
     "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
     "TZ",
+];
+
+/// Environment variables a child process inherits from Runbyte's own environment. Windows
+/// programs need more than Unix ones to start at all: without `SYSTEMROOT`, Python cannot seed
+/// its random numbers and Node's networking fails; `PATHEXT` and `COMSPEC` let `npx.cmd` run;
+/// the profile folders are where npm and uv keep their caches. (Names are matched without
+/// regard to case, as Windows does.)
+#[cfg(windows)]
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "APPDATA",
+    "COMSPEC",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "NUMBER_OF_PROCESSORS",
+    "OS",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMDATA",
+    "PROGRAMFILES",
+    "PROGRAMFILES(X86)",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
+    "WINDIR",
 ];
 
 /// The plugin's own table.

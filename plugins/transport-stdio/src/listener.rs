@@ -4,7 +4,6 @@ use std::{
     collections::VecDeque,
     fs::File,
     io::Write,
-    os::fd::{AsRawFd, FromRawFd},
     sync::{
         Arc, Condvar, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -18,7 +17,10 @@ use runbyte_plugin_api::{
     transport::{Accepted, Listener, Pump, Received},
 };
 
-use crate::stdout::{Next, Stdout};
+use crate::{
+    stdout::Next,
+    sys::{read::Incoming, stdio},
+};
 
 pub(crate) struct StdioListener {
     taken: AtomicBool,
@@ -62,12 +64,12 @@ impl Listener for StdioListener {
     }
 }
 
-/// The client's messages are read from stdin straight from `recv` (see [`Stdout`]), and the
-/// host waits on stdin in its own event loop: no thread hands them over.
+/// The client's messages are read from stdin straight from `recv` on Unix, and the host waits
+/// on stdin in its own event loop: no thread hands them over (see [`Incoming`]).
 struct StdioPump {
     /// A duplicate of stdin, closed with the pump; stdin itself stays open.
-    input: Mutex<Stdout<File>>,
-    fd: i32,
+    input: Mutex<Incoming<File>>,
+    fd: Option<i32>,
     out: Output,
     ended: Mutex<Option<String>>,
     max_line: usize,
@@ -75,10 +77,11 @@ struct StdioPump {
 
 impl StdioPump {
     fn start(max_line: usize) -> Result<Self, String> {
-        let input = duplicate(libc::STDIN_FILENO, "stdin")?;
-        let fd = input.as_raw_fd();
+        let input = Incoming::new(stdio::stdin()?, max_line, "stdin")
+            .map_err(|e| format!("cannot start reading stdin: {e}"))?;
+        let fd = input.readable_fd();
         Ok(StdioPump {
-            input: Mutex::new(Stdout::new(input, max_line)),
+            input: Mutex::new(input),
             fd,
             out: Output::new()?,
             ended: Mutex::new(None),
@@ -135,7 +138,7 @@ impl Pump for StdioPump {
     }
 
     fn readable_fd(&self) -> Option<i32> {
-        Some(self.fd)
+        self.fd
     }
 
     fn sends_without_blocking(&self) -> bool {
@@ -145,20 +148,6 @@ impl Pump for StdioPump {
 
 /// The most answers a client may leave unread on stdout before its session ends: 64 MiB.
 const MAX_BACKLOG: usize = 64 << 20;
-
-/// A descriptor of its own for this process's `fd`, closed with the `File`; `fd` stays open.
-fn duplicate(fd: i32, name: &str) -> Result<File, String> {
-    // SAFETY: dup(2) of a standard descriptor; the new one is owned by the `File` below.
-    let copy = unsafe { libc::dup(fd) };
-    if copy < 0 {
-        return Err(format!(
-            "cannot use {name}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: `copy` was just opened above and nothing else owns it.
-    Ok(unsafe { File::from_raw_fd(copy) })
-}
 
 /// The most a pipe takes in one write without splitting it (`PIPE_BUF`), and what a pipe that
 /// polls writable has room for.
@@ -194,7 +183,7 @@ fn lock(mutex: &Mutex<Outgoing>) -> std::sync::MutexGuard<'_, Outgoing> {
 
 impl Output {
     fn new() -> Result<Self, String> {
-        Ok(Output::over(duplicate(libc::STDOUT_FILENO, "stdout")?))
+        Ok(Output::over(stdio::stdout()?))
     }
 
     /// Writing to `out` (stdout, or a test's pipe).
@@ -225,7 +214,7 @@ impl Output {
         if state.backlog.is_empty()
             && !state.writing
             && line.len() <= ATOMIC_WRITE
-            && writable_now(state.out.as_raw_fd())
+            && stdio::writable_now(&state.out)
         {
             return state.out.write_all(&line).map_err(|e| {
                 let failed = format!("cannot write to stdout: {e}");
@@ -309,18 +298,6 @@ fn write_out(shared: &(Mutex<Outgoing>, Condvar)) {
     }
 }
 
-/// Whether `fd` has room for a write now (a pipe: a free page, at least [`ATOMIC_WRITE`]).
-fn writable_now(fd: i32) -> bool {
-    let mut poll = libc::pollfd {
-        fd,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for a descriptor the caller owns, for the call only.
-    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    ready == 1 && poll.revents & libc::POLLOUT != 0 && poll.revents & libc::POLLERR == 0
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -329,12 +306,13 @@ mod tests {
 
     use super::*;
 
-    fn pipe() -> (File, File) {
-        let mut fds = [0; 2];
-        // SAFETY: pipe(2) fills two descriptors, each owned by one `File` below.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        // SAFETY: both were just opened and are owned by nothing else.
-        unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
+    fn pipe() -> (std::io::PipeReader, File) {
+        let (reader, writer) = std::io::pipe().unwrap();
+        #[cfg(unix)]
+        let writer = File::from(std::os::fd::OwnedFd::from(writer));
+        #[cfg(windows)]
+        let writer = File::from(std::os::windows::io::OwnedHandle::from(writer));
+        (reader, writer)
     }
 
     /// Small answers go out in order behind large ones; a client that reads nothing ends its

@@ -1,10 +1,9 @@
-//! Writing to a child's stdin without blocking the caller: the pipe is non-blocking, what it
-//! does not take at once waits in a backlog that a helper thread writes out (in order) as the
-//! child reads. So `send` returns at once, and the host may call it from its async tasks.
+//! Writing to a child's stdin without blocking the caller: what the pipe does not take at once
+//! (on Windows: everything, see [`crate::sys::write`]) waits in a backlog that a helper thread
+//! writes out (in order) as the child reads. So `send` returns at once, and the host may call
+//! it from its async tasks.
 
 use std::{
-    io::{ErrorKind, Write},
-    os::fd::AsRawFd,
     process::ChildStdin,
     sync::{Arc, Condvar, Mutex},
     thread,
@@ -12,12 +11,15 @@ use std::{
 
 use runbyte_plugin_api::transport::SEND_REFUSED;
 
+use crate::sys::write::{self as platform, Pipe};
+
 /// The most a child that does not read may leave waiting before `send` refuses a message.
 pub(crate) const MAX_BACKLOG: usize = 64 << 20;
 
-struct State {
-    pipe: Option<ChildStdin>,
-    backlog: Vec<u8>,
+pub(crate) struct State {
+    pub(crate) pipe: Option<Pipe>,
+    /// What waits to be written, in order.
+    pub(crate) backlog: Vec<u8>,
     helper: bool,
 }
 
@@ -27,7 +29,7 @@ pub(crate) struct Stdin {
     name: String,
 }
 
-fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+pub(crate) fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -35,16 +37,8 @@ fn lock(mutex: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 impl Stdin {
     pub(crate) fn new(pipe: ChildStdin, name: String) -> Stdin {
-        // SAFETY: fcntl(2) on a descriptor this value owns, changing only its O_NONBLOCK flag.
-        unsafe {
-            let fd = pipe.as_raw_fd();
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags >= 0 {
-                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-            }
-        }
         let state = State {
-            pipe: Some(pipe),
+            pipe: Some(platform::prepare(pipe)),
             backlog: Vec::new(),
             helper: false,
         };
@@ -84,7 +78,7 @@ impl Stdin {
         line.extend_from_slice(message.as_bytes());
         line.push(b'\n');
         if backlog.is_empty() {
-            let written = write_some(pipe, &line).map_err(|e| self.broken(e))?;
+            let written = platform::write_now(pipe, &line).map_err(|e| self.broken(e))?;
             if written == line.len() {
                 return Ok(());
             }
@@ -96,7 +90,7 @@ impl Stdin {
             let shared = self.state.clone();
             let spawned = thread::Builder::new()
                 .name(format!("stdio-stdin-{}", self.name))
-                .spawn(move || drain(&shared));
+                .spawn(move || platform::drain(&shared));
             if let Err(error) = spawned {
                 state.helper = false;
                 return Err(format!("cannot start a writer thread: {error}"));
@@ -117,58 +111,5 @@ impl Stdin {
 
     fn broken(&self, error: std::io::Error) -> String {
         format!("cannot write to server `{}`: {error}", self.name)
-    }
-}
-
-/// Writes what the pipe takes now; 0 when it is full.
-fn write_some(pipe: &mut ChildStdin, bytes: &[u8]) -> std::io::Result<usize> {
-    let mut written = 0;
-    while written < bytes.len() {
-        match pipe.write(&bytes[written..]) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => written += n,
-            Err(error) if error.kind() == ErrorKind::WouldBlock => break,
-            Err(error) if error.kind() == ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(written)
-}
-
-/// The helper: writes the backlog out as the child reads, then sleeps until there is more.
-fn drain(shared: &(Mutex<State>, Condvar)) {
-    let (mutex, wake) = shared;
-    let mut state = lock(mutex);
-    loop {
-        while state.pipe.is_some() && state.backlog.is_empty() {
-            state = wake.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
-        let Some(fd) = state.pipe.as_ref().map(AsRawFd::as_raw_fd) else {
-            return;
-        };
-        // Wait for room without holding the lock, so `send` can queue meanwhile.
-        drop(state);
-        let mut poll = libc::pollfd {
-            fd,
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the call; the descriptor stays open while `pipe` is Some,
-        // and a closed one only makes poll report POLLNVAL, which the loop handles by rechecking.
-        unsafe { libc::poll(&mut poll, 1, 200) };
-        state = lock(mutex);
-        let State { pipe, backlog, .. } = &mut *state;
-        let Some(pipe) = pipe.as_mut() else { return };
-        match write_some(pipe, backlog) {
-            Ok(written) => {
-                backlog.drain(..written);
-            }
-            Err(_) => {
-                // The child is gone: the reader reports it; nothing more can be written.
-                state.pipe = None;
-                state.backlog.clear();
-                return;
-            }
-        }
     }
 }

@@ -1,17 +1,13 @@
-//! Reading a child's stdout (or this process's own stdin, for the listener) straight from
-//! `recv`: poll(2) for the time the host allows, then read, with lines capped in length. No
-//! thread in between, so a message costs the host no hand-over from one thread to another.
+//! Splitting a child's stdout (or this process's own stdin, for the listener) into lines capped
+//! in length. How the reads wait is the platform's ([`crate::sys::read`]): on Unix `recv`
+//! polls for the time the host allows and reads itself (no thread in between, so a message
+//! costs the host no hand-over from one thread to another); on Windows a reader thread reads.
 //!
 //! Reading is linear in the size of a message: the search for the newline resumes where it
 //! stopped, reads go straight into the buffer, and the buffer is compacted only when what was
 //! consumed outweighs what is left (so each byte is moved at most once, on average).
 
-use std::{
-    io::Read,
-    os::fd::AsRawFd,
-    process::ChildStdout,
-    time::{Duration, Instant},
-};
+use std::{io::Read, process::ChildStdout};
 
 use crate::overlong::Overlong;
 
@@ -49,7 +45,7 @@ pub(crate) struct Stdout<P = ChildStdout> {
     max: usize,
 }
 
-impl<P: Read + AsRawFd> Stdout<P> {
+impl<P: Read> Stdout<P> {
     pub(crate) fn new(pipe: P, max: usize) -> Self {
         Stdout {
             pipe,
@@ -62,32 +58,32 @@ impl<P: Read + AsRawFd> Stdout<P> {
         }
     }
 
-    /// The next line, waiting at most `timeout` for more input.
-    pub(crate) fn next(&mut self, timeout: Duration) -> Next {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(next) = self.take_line() {
-                return next;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.wait_readable(left) {
-                Ok(true) => {}
-                Ok(false) => return Next::Timeout,
-                Err(error) => return Next::Failed(error),
-            }
-            let filled = self.end;
-            let want = (filled - self.start).clamp(MIN_READ, MAX_READ);
-            if self.buffer.len() < filled + want {
-                self.buffer.resize(filled + want, 0);
-            }
-            let read = self.pipe.read(&mut self.buffer[filled..filled + want]);
-            self.end = filled + *read.as_ref().unwrap_or(&0);
-            match read {
-                Ok(0) => return Next::Eof,
-                Ok(_) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(error) => return Next::Failed(error),
-            }
+    /// The pipe, for the platform's wait.
+    #[cfg(unix)]
+    pub(crate) fn pipe(&self) -> &P {
+        &self.pipe
+    }
+
+    /// A complete line from what has been read, if there is one (never reads).
+    pub(crate) fn buffered(&mut self) -> Option<Next> {
+        self.take_line()
+    }
+
+    /// One read, which blocks until the pipe has input; what it brought is for
+    /// [`buffered`](Self::buffered). `Some` when the stream ended or failed.
+    pub(crate) fn fill(&mut self) -> Option<Next> {
+        let filled = self.end;
+        let want = (filled - self.start).clamp(MIN_READ, MAX_READ);
+        if self.buffer.len() < filled + want {
+            self.buffer.resize(filled + want, 0);
+        }
+        let read = self.pipe.read(&mut self.buffer[filled..filled + want]);
+        self.end = filled + *read.as_ref().unwrap_or(&0);
+        match read {
+            Ok(0) => Some(Next::Eof),
+            Ok(_) => None,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => None,
+            Err(error) => Some(Next::Failed(error)),
         }
     }
 
@@ -139,28 +135,5 @@ impl<P: Read + AsRawFd> Stdout<P> {
             self.scanned = pending;
         }
         None
-    }
-
-    fn wait_readable(&self, timeout: Duration) -> std::io::Result<bool> {
-        let mut poll = libc::pollfd {
-            fd: self.pipe.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        loop {
-            // SAFETY: one valid pollfd for a file descriptor this struct owns, for the call only.
-            let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-            match ready {
-                0 => return Ok(false),
-                n if n > 0 => return Ok(true),
-                _ => {
-                    let error = std::io::Error::last_os_error();
-                    if error.kind() != std::io::ErrorKind::Interrupted {
-                        return Err(error);
-                    }
-                }
-            }
-        }
     }
 }

