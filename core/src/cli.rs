@@ -34,7 +34,8 @@ macro_rules! say_err {
 #[derive(Debug, Parser)]
 #[command(name = "runbyte", version, about, long_about = None)]
 pub struct Cli {
-    /// The configuration file (default: ./runbyte.toml, else the built-in default).
+    /// The configuration file (default: ./runbyte.toml, else the user's own
+    /// (~/.config/runbyte/runbyte.toml), else the built-in default).
     #[arg(long, short, global = true, env = "RUNBYTE_CONFIG")]
     pub config: Option<PathBuf>,
     /// What to log on stderr: error, warn, info, debug, trace, or a tracing filter.
@@ -60,6 +61,39 @@ pub enum Command {
     Check,
     /// List the plugins found: kind, name, versions, path.
     Plugins,
+    /// Add Runbyte to an MCP client's configuration (Claude Desktop, Claude Code, Cursor, VS
+    /// Code, Windsurf); with --move-servers, move the servers configured there into
+    /// runbyte.toml so that the client sees Runbyte alone. Every file changed is backed up
+    /// first; `runbyte setup --undo` restores them.
+    Setup {
+        /// The client.
+        #[arg(required_unless_present = "undo")]
+        client: Option<crate::os_paths::Client>,
+        /// The client's configuration file (default: where the client keeps it on this OS).
+        #[arg(long, value_name = "PATH")]
+        config_file: Option<PathBuf>,
+        /// The runbyte.toml the client will start Runbyte with; created from the default
+        /// configuration when missing (default: the user's own, ~/.config/runbyte/runbyte.toml,
+        /// ~/Library/Application Support/runbyte/runbyte.toml, %APPDATA%\runbyte\runbyte.toml).
+        #[arg(long, value_name = "PATH")]
+        runbyte_config: Option<PathBuf>,
+        /// Move the client's other servers into runbyte.toml and out of the client's file.
+        #[arg(long)]
+        move_servers: bool,
+        /// Print the diff of each file it would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Restore the files the last `runbyte setup` (of CLIENT, when given) changed.
+        #[arg(long, conflicts_with_all = ["config_file", "runbyte_config", "move_servers", "dry_run"])]
+        undo: bool,
+        /// With --undo: restore files changed since setup wrote them too.
+        #[arg(long, requires = "undo")]
+        force: bool,
+    },
+    /// Check this machine's Runbyte, one line each: the binary, plugin folders and plugins,
+    /// the configuration, each server, and each MCP client's configuration. Exit code 0 when
+    /// nothing is wrong.
+    Doctor,
     /// Convert a Claude Desktop, Cursor or VS Code `mcpServers` JSON file to [servers.*] tables.
     Import {
         /// The JSON file.
@@ -223,6 +257,30 @@ pub fn main() -> ExitCode {
     if let Command::Import { file } = &command {
         return import(file);
     }
+    if let Command::Setup {
+        client,
+        config_file,
+        runbyte_config,
+        move_servers,
+        dry_run,
+        undo,
+        force,
+    } = command
+    {
+        return crate::setup::main(crate::setup::Options {
+            client,
+            config_file,
+            runbyte_config,
+            move_servers,
+            dry_run,
+            undo,
+            force,
+        });
+    }
+    if let Command::Doctor = command {
+        // Doctor reports a configuration that does not load instead of stopping at it.
+        return block_on(crate::doctor::main(cli.config.as_deref()));
+    }
     if let Command::Completions { shell } = command {
         let mut command = <Cli as clap::CommandFactory>::command();
         clap_complete::generate(shell, &mut command, "runbyte", &mut std::io::stdout());
@@ -311,6 +369,8 @@ pub fn main() -> ExitCode {
             | Command::Skills { .. }
             | Command::Completions { .. }
             | Command::Import { .. }
+            | Command::Setup { .. }
+            | Command::Doctor
             | Command::PluginHost { .. }
             | Command::Worker { .. } => ExitCode::SUCCESS,
         }
