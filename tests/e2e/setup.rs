@@ -442,15 +442,42 @@ fn doctor_reports_a_good_machine_ok_and_says_what_to_do_on_a_broken_one() {
     let home = dir.path().join("home");
     let cursor = home.join(".cursor/mcp.json");
     std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
-    std::fs::write(&cursor, &samples()[2].text).unwrap();
+    // A dotfiles manager's link: the file it leads to is edited, the link stays. An older
+    // entry that starts Runbyte under another name is pointed out, and left.
+    let dotfiles = dir.path().join("dotfiles/mcp.json");
+    std::fs::create_dir_all(dotfiles.parent().unwrap()).unwrap();
+    let old = format!(
+        "\"mcpServers\": {{\n    \"old\": {{ \"command\": {:?}, \"args\": [\"serve\"] }},",
+        runbyte().display().to_string()
+    );
+    let text = samples()[2].text.replace("\"mcpServers\": {", &old);
+    std::fs::write(&dotfiles, text).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&dotfiles, &cursor).unwrap();
+    #[cfg(not(unix))]
+    std::fs::copy(&dotfiles, &cursor).unwrap();
     let user_toml = home.join(".config/runbyte/runbyte.toml");
 
     let done = run_home(dir.path(), &["setup", "cursor"], &[]);
     assert_eq!(done.code, Some(0), "{done:?}");
     assert!(user_toml.is_file(), "{done:?}");
+    #[cfg(unix)]
+    {
+        assert!(std::fs::symlink_metadata(&cursor).unwrap().is_symlink());
+        assert!(
+            done.stdout
+                .contains(&format!("{} starts Runbyte", dotfiles.display())),
+            "{done:?}"
+        );
+        assert!(
+            std::fs::read_to_string(&dotfiles)
+                .unwrap()
+                .contains("\"runbyte\": {"),
+            "{done:?}"
+        );
+    }
     assert!(
-        done.stdout
-            .contains(&format!("{} starts Runbyte", cursor.display())),
+        done.stdout.contains("`old` in Cursor starts Runbyte too"),
         "{done:?}"
     );
 
@@ -480,11 +507,18 @@ fn doctor_reports_a_good_machine_ok_and_says_what_to_do_on_a_broken_one() {
         "{said}"
     );
     assert!(line("server   OK").contains("demo"), "{said}");
-    let ours = said
-        .lines()
-        .find(|l| l.starts_with("client   OK   Cursor"))
-        .unwrap_or_else(|| panic!("{said}"));
-    assert!(ours.contains(&user_toml.display().to_string()), "{said}");
+    assert!(
+        said.lines().any(|l| l.starts_with("client   OK   Cursor")
+            && l.contains("as `runbyte`")
+            && l.contains(&user_toml.display().to_string())),
+        "{said}"
+    );
+    assert!(
+        said.lines().any(|l| l.starts_with("client   OK   Cursor")
+            && l.contains("as `old`")
+            && l.contains("the default configuration")),
+        "{said}"
+    );
     assert!(
         said.lines().any(|l| l.starts_with("client   WARN Cursor")
             && l.contains("bypass Runbyte: local, remote")

@@ -457,19 +457,22 @@ fn setup(client: Client, options: &Options) -> Result<(), String> {
     let mut moved: Vec<String> = Vec::new();
     let mut removed: Vec<String> = Vec::new();
     let mut imported = crate::config::ImportedServers::default();
+    for member in servers.map_or(&[][..], |servers| &servers.members[..]) {
+        if member.key != ENTRY && starts_runbyte(&member.value.value) {
+            notes.push(format!(
+                "`{}` in {} starts Runbyte too (left as it is): remove it, or the client runs \
+                 two of them",
+                member.key,
+                client.title()
+            ));
+        }
+    }
     if options.move_servers
         && let Some(servers) = servers
     {
         for member in &servers.members {
             let name = &member.key;
-            if name == ENTRY {
-                continue;
-            }
-            if starts_runbyte(&member.value.value) {
-                notes.push(format!(
-                    "left `{name}` in {}: it starts Runbyte itself",
-                    client.title()
-                ));
+            if name == ENTRY || starts_runbyte(&member.value.value) {
                 continue;
             }
             let translated = match translate_value(client, &member.value.value) {
