@@ -73,8 +73,9 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         config_file: Option<PathBuf>,
         /// The runbyte.toml the client will start Runbyte with; created from the default
-        /// configuration when missing (default: the user's own, ~/.config/runbyte/runbyte.toml,
-        /// ~/Library/Application Support/runbyte/runbyte.toml, %APPDATA%\runbyte\runbyte.toml).
+        /// configuration when missing (default: --config or RUNBYTE_CONFIG when given, else
+        /// the user's own: ~/.config/runbyte/runbyte.toml, ~/Library/Application
+        /// Support/runbyte/runbyte.toml, %APPDATA%\runbyte\runbyte.toml).
         #[arg(long, value_name = "PATH")]
         runbyte_config: Option<PathBuf>,
         /// Move the client's other servers into runbyte.toml and out of the client's file.
@@ -270,7 +271,8 @@ pub fn main() -> ExitCode {
         return crate::setup::main(crate::setup::Options {
             client,
             config_file,
-            runbyte_config,
+            // `--config` / RUNBYTE_CONFIG name the runbyte.toml in use: set up with that one.
+            runbyte_config: runbyte_config.or(cli.config),
             move_servers,
             dry_run,
             undo,

@@ -410,13 +410,31 @@ fn a_name_already_in_runbyte_toml_stops_setup_and_an_edit_since_setup_stops_undo
     assert_eq!(std::fs::read_to_string(&toml).unwrap(), toml_text);
 
     // Without --move-servers only the entry is added; the comment and table of runbyte.toml
-    // are untouched (it is not written at all).
-    let added = run_home(dir.path(), &args, &[]);
+    // are untouched (it is not written at all). The global --config names the runbyte.toml
+    // as --runbyte-config does.
+    let added = run_home(
+        dir.path(),
+        &[
+            "--config",
+            toml_arg,
+            "setup",
+            "cursor",
+            "--config-file",
+            file_arg,
+        ],
+        &[],
+    );
     assert_eq!(added.code, Some(0), "{added:?}");
     assert!(added.stdout.contains("2 other server(s)"), "{added:?}");
     assert_eq!(std::fs::read_to_string(&toml).unwrap(), toml_text);
     let document = read_json(&std::fs::read_to_string(&file).unwrap());
     assert_eq!(document["mcpServers"].as_object().unwrap().len(), 3);
+    assert_eq!(
+        document["mcpServers"]["runbyte"]["args"],
+        json!(["serve", "--config", toml_arg])
+    );
+    let again = run_home(dir.path(), &args, &[]);
+    assert!(again.stdout.contains("nothing to change"), "{again:?}");
 
     // The client changes the file since: undo refuses, then --force restores.
     let changed = std::fs::read_to_string(&file)
