@@ -141,7 +141,14 @@ fn plugins(report: &mut Report, config: Option<&Config>) {
     let fallback = Config::default();
     let config = config.unwrap_or(&fallback);
     let search = PluginSearch::from_config(config);
-    for dir in &config.plugins.dirs {
+    // The built-in default names a source tree's build folder, which an installed binary has
+    // not: only a file's own `dirs` are the user's to fix.
+    let own_dirs: &[PathBuf] = if config.source.is_absolute() {
+        &config.plugins.dirs
+    } else {
+        &[]
+    };
+    for dir in own_dirs {
         if !dir.is_dir() {
             report.line(
                 "plugins",

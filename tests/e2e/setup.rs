@@ -564,7 +564,7 @@ fn doctor_reports_a_good_machine_ok_and_says_what_to_do_on_a_broken_one() {
     let config = dir.write(
         "runbyte.toml",
         &format!(
-            "[plugins]\ndirs = [{:?}, {:?}]\n",
+            "[plugins]\ndirs = [{:?}, {:?}, \"missing\"]\n",
             build_dir().display().to_string(),
             broken.display().to_string()
         ),
@@ -589,6 +589,12 @@ fn doctor_reports_a_good_machine_ok_and_says_what_to_do_on_a_broken_one() {
         said.lines().any(|l| l.starts_with("client   FAIL Cursor")
             && l.contains("does not load")
             && l.contains(&user_toml.display().to_string())),
+        "{said}"
+    );
+    assert!(
+        said.lines().any(|l| l.starts_with("plugins  WARN")
+            && l.contains(&dir.path().join("missing").display().to_string())
+            && l.contains("is not a folder")),
         "{said}"
     );
     assert!(said.contains("problem(s) to fix"), "{said}");
