@@ -366,6 +366,11 @@ fn setup_moves_each_clients_servers_behind_runbyte_and_undo_restores_every_byte(
             "{label}"
         );
         assert!(!toml.exists(), "{label}: {}", undone.stdout);
+        assert!(
+            !toml.parent().unwrap().exists(),
+            "{label}: the folder setup made for runbyte.toml is left: {}",
+            undone.stdout
+        );
         // Nothing is left to undo.
         let nothing = run_home(dir.path(), &["setup", "--undo", sample.client], &[]);
         assert_ne!(nothing.code, Some(0), "{label}: {nothing:?}");

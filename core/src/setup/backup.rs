@@ -24,6 +24,9 @@ pub struct Manifest {
     pub stamp: String,
     /// The files it changed, in the order written.
     pub files: Vec<FileRecord>,
+    /// The folders it made for them, outermost first (undo removes them when empty).
+    #[serde(default)]
+    pub created_dirs: Vec<PathBuf>,
 }
 
 /// One file setup changed.
@@ -108,11 +111,29 @@ pub fn save(client: Client, stamp: &str, changes: &[Change]) -> Result<PathBuf, 
             written_sha256: sha256(&change.after),
         });
     }
+    // The folders the writes will make: each missing ancestor of each file.
+    let mut created_dirs = Vec::new();
+    for change in changes {
+        let mut missing: Vec<PathBuf> = change
+            .path
+            .ancestors()
+            .skip(1)
+            .take_while(|dir| !dir.exists())
+            .map(Path::to_owned)
+            .collect();
+        missing.reverse();
+        for dir in missing {
+            if !created_dirs.contains(&dir) {
+                created_dirs.push(dir);
+            }
+        }
+    }
     let manifest = Manifest {
         version: 1,
         client: client.id().to_owned(),
         stamp: stamp.to_owned(),
         files,
+        created_dirs,
     };
     let text = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
     crate::config::write_private(&folder.join(MANIFEST), &text)
@@ -222,6 +243,12 @@ pub fn undo(folder: &Path, manifest: &Manifest, force: bool) -> Result<Vec<Strin
                     .map_err(|e| format!("cannot remove {path}: {e}"))?;
                 lines.push(format!("{path}: removed (setup had created it)"));
             }
+        }
+    }
+    // The folders setup made go too, innermost first, when nothing else came to live in them.
+    for dir in manifest.created_dirs.iter().rev() {
+        if std::fs::remove_dir(dir).is_ok() {
+            lines.push(format!("{}: removed (setup had made it)", dir.display()));
         }
     }
     std::fs::rename(folder.join(MANIFEST), folder.join(UNDONE))
