@@ -34,8 +34,9 @@ macro_rules! say_err {
 #[derive(Debug, Parser)]
 #[command(name = "runbyte", version, about, long_about = None)]
 pub struct Cli {
-    /// The configuration file (default: ./runbyte.toml, else the built-in default). Empty means
-    /// none given: a launcher's unset setting (the Claude Desktop extension's) passes "".
+    /// The configuration file (default: ./runbyte.toml, else the user's own
+    /// (~/.config/runbyte/runbyte.toml), else the built-in default). Empty means none given: a
+    /// launcher's unset setting (the Claude Desktop extension's) passes "".
     #[arg(long, short, global = true, env = "RUNBYTE_CONFIG",
           value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
     pub config: Option<PathBuf>,
@@ -62,6 +63,40 @@ pub enum Command {
     Check,
     /// List the plugins found: kind, name, versions, path.
     Plugins,
+    /// Add Runbyte to an MCP client's configuration (Claude Desktop, Claude Code, Cursor, VS
+    /// Code, Windsurf); with --move-servers, move the servers configured there into
+    /// runbyte.toml so that the client sees Runbyte alone. Every file changed is backed up
+    /// first; `runbyte setup --undo` restores them.
+    Setup {
+        /// The client.
+        #[arg(required_unless_present = "undo")]
+        client: Option<crate::os_paths::Client>,
+        /// The client's configuration file (default: where the client keeps it on this OS).
+        #[arg(long, value_name = "PATH")]
+        config_file: Option<PathBuf>,
+        /// The runbyte.toml the client will start Runbyte with; created from the default
+        /// configuration when missing (default: --config or RUNBYTE_CONFIG when given, else
+        /// the user's own: ~/.config/runbyte/runbyte.toml, ~/Library/Application
+        /// Support/runbyte/runbyte.toml, %APPDATA%\runbyte\runbyte.toml).
+        #[arg(long, value_name = "PATH")]
+        runbyte_config: Option<PathBuf>,
+        /// Move the client's other servers into runbyte.toml and out of the client's file.
+        #[arg(long)]
+        move_servers: bool,
+        /// Print the diff of each file it would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Restore the files the last `runbyte setup` (of CLIENT, when given) changed.
+        #[arg(long, conflicts_with_all = ["config_file", "runbyte_config", "move_servers", "dry_run"])]
+        undo: bool,
+        /// With --undo: restore files changed since setup wrote them too.
+        #[arg(long, requires = "undo")]
+        force: bool,
+    },
+    /// Check this machine's Runbyte, one line each: the binary, plugin folders and plugins,
+    /// the configuration, each server, and each MCP client's configuration. Exit code 0 when
+    /// nothing is wrong.
+    Doctor,
     /// Convert a Claude Desktop, Cursor or VS Code `mcpServers` JSON file to [servers.*] tables.
     Import {
         /// The JSON file.
@@ -225,16 +260,39 @@ pub fn main() -> ExitCode {
     if let Command::Import { file } = &command {
         return import(file);
     }
+    // An empty --config/RUNBYTE_CONFIG is none given (see `Cli::config`).
+    let given = cli.config.filter(|path| !path.as_os_str().is_empty());
+    if let Command::Setup {
+        client,
+        config_file,
+        runbyte_config,
+        move_servers,
+        dry_run,
+        undo,
+        force,
+    } = command
+    {
+        return crate::setup::main(crate::setup::Options {
+            client,
+            config_file,
+            // `--config` / RUNBYTE_CONFIG name the runbyte.toml in use: set up with that one.
+            runbyte_config: runbyte_config.or(given),
+            move_servers,
+            dry_run,
+            undo,
+            force,
+        });
+    }
+    if let Command::Doctor = command {
+        // Doctor reports a configuration that does not load instead of stopping at it.
+        return block_on(crate::doctor::main(given.as_deref()));
+    }
     if let Command::Completions { shell } = command {
         let mut command = <Cli as clap::CommandFactory>::command();
         clap_complete::generate(shell, &mut command, "runbyte", &mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
-    let explicit = cli
-        .config
-        .as_deref()
-        .filter(|path| !path.as_os_str().is_empty());
-    let config = match Config::find(explicit) {
+    let config = match Config::find(given.as_deref()) {
         Ok(config) => config,
         Err(error) => return fail(&error.to_string()),
     };
@@ -317,6 +375,8 @@ pub fn main() -> ExitCode {
             | Command::Skills { .. }
             | Command::Completions { .. }
             | Command::Import { .. }
+            | Command::Setup { .. }
+            | Command::Doctor
             | Command::PluginHost { .. }
             | Command::Worker { .. } => ExitCode::SUCCESS,
         }

@@ -15,13 +15,17 @@ pub mod cli;
 mod codegen;
 pub mod config;
 mod demo;
+// `runbyte doctor` and `runbyte setup` print their reports too.
 mod dirs;
+#[allow(clippy::print_stdout)]
+mod doctor;
 mod exe;
 mod execute;
 pub mod gateway;
 pub mod hub;
 pub mod infer;
 mod logging;
+pub mod os_paths;
 pub mod plugin;
 mod policy;
 mod pump;
@@ -29,6 +33,8 @@ mod redact;
 mod relay;
 pub mod sandbox;
 mod server;
+#[allow(clippy::print_stdout)]
+mod setup;
 mod skills;
 mod state_store;
 mod stats;

@@ -24,6 +24,7 @@ mod replicas;
 mod secrets;
 mod serve;
 mod sessions;
+mod setup;
 mod shutdown;
 mod skills;
 mod telemetry;

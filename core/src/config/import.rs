@@ -50,6 +50,13 @@ pub fn import_mcp_servers(json: &str) -> Result<ImportedServers, String> {
     let servers = servers
         .as_object()
         .ok_or("`mcpServers` must be an object")?;
+    import_servers(servers)
+}
+
+/// Reads the servers of an `mcpServers` (or VS Code `servers`) object, by name.
+pub fn import_servers(
+    servers: &serde_json::Map<String, serde_json::Value>,
+) -> Result<ImportedServers, String> {
     let mut imported = ImportedServers::default();
     for (name, entry) in servers {
         let mut entry: Entry =

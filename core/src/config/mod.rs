@@ -23,12 +23,19 @@ use std::{
 use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 
-pub use import::{ImportedServers, import_mcp_servers, servers_to_toml};
+pub use import::{ImportedServers, import_mcp_servers, import_servers, servers_to_toml};
 use locate::Locator;
 
 /// The configuration Runbyte falls back on when no file is given or found: the repository's own
 /// `runbyte.toml` (the bundled plugins and the built-in demo server).
 pub const DEFAULT_CONFIG: &str = include_str!("../../../runbyte.toml");
+
+/// The user's own `runbyte.toml` on this OS (`$XDG_CONFIG_HOME/runbyte/runbyte.toml`, else
+/// `~/.config/runbyte/runbyte.toml`; `~/Library/Application Support/runbyte/runbyte.toml` on
+/// macOS; `%APPDATA%\runbyte\runbyte.toml` on Windows), whether or not it exists.
+pub fn user_config_file() -> Option<PathBuf> {
+    crate::os_paths::user_config_file(crate::os_paths::Os::CURRENT, &crate::os_paths::process_env)
+}
 
 /// A configuration problem, located in its file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -492,9 +499,12 @@ impl ServerConfig {
 
 impl Config {
     /// Where the configuration comes from: `--config`/`RUNBYTE_CONFIG`, else `./runbyte.toml`,
-    /// else the built-in default (the demo server), read as if it sat beside the binary.
+    /// else the user's own file ([`user_config_file`]: `~/.config/runbyte/runbyte.toml`, the one
+    /// `runbyte setup` writes), else the built-in default (the demo server), read as if it sat
+    /// beside the binary. The file chosen is logged at info.
     pub fn find(explicit: Option<&Path>) -> Result<Config, ConfigError> {
         if let Some(path) = explicit {
+            tracing::info!("configuration: {} (given)", path.display());
             return Config::load(path);
         }
         let local = PathBuf::from("runbyte.toml");
@@ -502,7 +512,12 @@ impl Config {
             let absolute = std::env::current_dir()
                 .map(|dir| dir.join(&local))
                 .unwrap_or(local);
+            tracing::info!("configuration: {} (this folder's)", absolute.display());
             return Config::load(&absolute);
+        }
+        if let Some(user) = user_config_file().filter(|file| file.is_file()) {
+            tracing::info!("configuration: {} (the user's)", user.display());
+            return Config::load(&user);
         }
         let base = std::env::current_exe()
             .ok()
