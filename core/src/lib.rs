@@ -22,6 +22,7 @@ pub mod gateway;
 pub mod hub;
 pub mod infer;
 mod logging;
+mod platform;
 pub mod plugin;
 mod policy;
 mod pump;

@@ -18,7 +18,7 @@ pub fn build_dir() -> PathBuf {
     // target/debug/deps/e2e-<hash> → target/debug
     let dir = exe.parent().and_then(Path::parent).unwrap().to_owned();
     assert!(
-        dir.join("runbyte").exists(),
+        dir.join(exe_name("runbyte")).exists(),
         "{} has no runbyte binary: run `cargo build --workspace` first (scripts/test does)",
         dir.display()
     );
@@ -30,12 +30,23 @@ pub fn build_dir() -> PathBuf {
 pub fn runbyte() -> PathBuf {
     std::env::var_os("RUNBYTE_TEST_EXE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| build_dir().join("runbyte"))
+        .unwrap_or_else(|| build_dir().join(exe_name("runbyte")))
 }
 
-/// A built plugin library by file stem, e.g. `librunbyte_policy_panics`.
+/// A binary's file name on this OS (`runbyte.exe` on Windows).
+pub fn exe_name(name: &str) -> String {
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// A built plugin library by its Unix file stem, e.g. `librunbyte_policy_panics` (Windows drops
+/// the `lib`).
 pub fn library(stem: &str) -> PathBuf {
-    let path = build_dir().join(format!("{stem}{}", std::env::consts::DLL_SUFFIX));
+    let name = stem.strip_prefix("lib").unwrap_or(stem);
+    let path = build_dir().join(format!(
+        "{}{name}{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
     assert!(
         path.exists(),
         "{} is not built: run `cargo build --workspace`",
@@ -157,7 +168,8 @@ pub fn parse_config(dir: &Path, text: &str) -> runbyte_core::config::Config {
 
 /// Whether `pid` is a live process (a zombie counts as dead).
 pub fn is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+    #[cfg(target_os = "linux")]
+    return match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
             stat.rsplit(')')
                 .next()
@@ -165,7 +177,71 @@ pub fn is_running(pid: u32) -> bool {
                 != Some("Z")
         }
         Err(_) => false,
+    };
+    #[cfg(all(unix, not(target_os = "linux")))]
+    return ps_table()
+        .iter()
+        .any(|row| row.pid == pid && !row.state.starts_with('Z'));
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::{
+            Foundation::{CloseHandle, STILL_ACTIVE},
+            System::Threading::{
+                GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+            },
+        };
+        // SAFETY: OpenProcess takes plain values; the handle it gives is closed below.
+        let process = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+        if process.is_null() {
+            return false;
+        }
+        let mut code = 0;
+        // SAFETY: a valid process handle and a place for its exit code.
+        let read = unsafe { GetExitCodeProcess(process, &mut code) };
+        // SAFETY: the handle was opened above and is closed once.
+        unsafe { CloseHandle(process) };
+        read != 0 && code == STILL_ACTIVE as u32
     }
+}
+
+/// A process as `ps` lists it (Unix other than Linux, which reads /proc).
+#[cfg(all(unix, not(target_os = "linux")))]
+struct PsRow {
+    pid: u32,
+    pgid: u32,
+    state: String,
+}
+
+/// Every process, from `ps -A -o pid=,pgid=,stat=`.
+#[cfg(all(unix, not(target_os = "linux")))]
+fn ps_table() -> Vec<PsRow> {
+    let output = Command::new("ps")
+        .args(["-A", "-o", "pid=,pgid=,stat="])
+        .output()
+        .expect("ps runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            Some(PsRow {
+                pid: fields.next()?.parse().ok()?,
+                pgid: fields.next()?.parse().ok()?,
+                state: fields.next()?.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Makes `path` readable by its owner alone, as Runbyte asks of a secret's file (mode 0600 on
+/// Unix; nothing on Windows, where Runbyte checks no mode and the file has its folder's ACL).
+pub fn make_private(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// Where `scripts/test-deps` installs the third-party packages.
@@ -357,28 +433,39 @@ pub fn result_json(text: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-/// The live processes (zombies left out) whose process group is `pgid`.
+/// The live processes (zombies left out) whose process group is `pgid` (Unix: Windows has no
+/// process groups).
+#[cfg(unix)]
 pub fn live_group_members(pgid: u32) -> Vec<u32> {
-    let mut members = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After the command name in parentheses: state, ppid, pgrp, ...
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
-            members.push(pid);
+    #[cfg(not(target_os = "linux"))]
+    return ps_table()
+        .into_iter()
+        .filter(|row| row.pgid == pgid && !row.state.starts_with('Z'))
+        .map(|row| row.pid)
+        .collect();
+    #[cfg(target_os = "linux")]
+    {
+        let mut members = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // After the command name in parentheses: state, ppid, pgrp, ...
+            let fields: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
+                members.push(pid);
+            }
         }
+        members
     }
-    members
 }
 
 /// `runbyte serve --listen <listen>` on a free loopback port, killed when dropped.
@@ -509,10 +596,7 @@ impl JsonLines {
         let dir = TempDir::new("json-lines");
         dir.write("runbyte.toml", config);
         let key = dir.write("state-key", "the-replicas-shared-state-key-0123456789");
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        }
+        make_private(&key);
         let mut child = Command::new(runbyte())
             .arg("serve")
             .current_dir(dir.path())

@@ -1,0 +1,175 @@
+//! A child process's tree and lifetime, for the children Runbyte starts itself (sandbox workers,
+//! isolated plugin hosts).
+//!
+//! - Windows: each child joins a Job Object of its own as soon as it is spawned, with
+//!   `JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`: the child and every process it starts afterwards die
+//!   when the [`ChildJob`] is dropped, and when Runbyte dies in any way (the system closes its
+//!   handles). A worker's job also carries its memory cap ([`ChildJob::cap_memory`]). A child
+//!   that starts processes of its own before it joins (it has not read a message yet, so it
+//!   does not) would leave those outside.
+//! - Unix: nothing here. A worker and a plugin host exit when their stdin closes, which it does
+//!   when Runbyte dies; a plugin's own children are that plugin's (transport-stdio puts a server
+//!   in a process group with a parent-death signal). [`ChildJob::cap_memory`] does nothing: a
+//!   worker caps itself ([`super::memory`]).
+
+/// A child bound to its job; see the module's documentation. Dropping it kills the child and
+/// its descendants on Windows.
+pub(crate) struct ChildJob {
+    /// `None` where the child could not join one (logged): it is then bound as on Unix.
+    #[cfg(windows)]
+    job: Option<imp::Job>,
+}
+
+impl ChildJob {
+    /// Binds a child just spawned with tokio.
+    pub(crate) fn of_tokio(child: &tokio::process::Child) -> Self {
+        #[cfg(windows)]
+        return Self::bind(child.raw_handle());
+        #[cfg(not(windows))]
+        {
+            let _ = child;
+            ChildJob {}
+        }
+    }
+
+    /// Binds a child just spawned with `std`.
+    pub(crate) fn of_std(child: &std::process::Child) -> Self {
+        #[cfg(windows)]
+        return Self::bind(Some(std::os::windows::io::AsRawHandle::as_raw_handle(
+            child,
+        )));
+        #[cfg(not(windows))]
+        {
+            let _ = child;
+            ChildJob {}
+        }
+    }
+
+    #[cfg(windows)]
+    fn bind(process: Option<std::os::windows::io::RawHandle>) -> Self {
+        let job = process.map(imp::Job::new).transpose();
+        let job = job.unwrap_or_else(|error| {
+            tracing::debug!(%error, "a child process could not join a job of its own");
+            None
+        });
+        ChildJob { job }
+    }
+
+    /// Caps a worker's memory at what it used at the first call plus `extra` bytes (and the
+    /// room of [`super::memory::PHYSICAL_ROOM`]); each call replaces the previous cap. Windows
+    /// only: elsewhere the worker caps itself.
+    pub(crate) fn cap_memory(&self, extra: usize) {
+        #[cfg(windows)]
+        if let Some(job) = &self.job {
+            job.cap_memory(extra);
+        }
+        #[cfg(not(windows))]
+        let _ = extra;
+    }
+}
+
+#[cfg(windows)]
+mod imp {
+    use std::{io, os::windows::io::RawHandle};
+
+    use windows_sys::Win32::{
+        Foundation::{CloseHandle, HANDLE},
+        System::{
+            JobObjects::{
+                AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+                JOB_OBJECT_LIMIT_PROCESS_MEMORY, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
+                JobObjectExtendedLimitInformation, SetInformationJobObject,
+            },
+            ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS_EX},
+        },
+    };
+
+    /// An owned job handle with the child in it.
+    pub(super) struct Job {
+        handle: HANDLE,
+        process: RawHandle,
+        /// The child's commit at the first cap (it is idle then, and has started).
+        base: std::sync::OnceLock<usize>,
+    }
+
+    // SAFETY: both handles are kernel handles, usable from any thread; the process handle is
+    // the child's, which outlives its job (the `Child` is dropped after it or with it).
+    unsafe impl Send for Job {}
+    // SAFETY: the calls made through a shared `Job` (SetInformationJobObject,
+    // K32GetProcessMemoryInfo) are thread-safe.
+    unsafe impl Sync for Job {}
+
+    impl Job {
+        pub(super) fn new(process: RawHandle) -> io::Result<Self> {
+            // SAFETY: no security attributes and no name: a new anonymous job, or null.
+            let handle = unsafe { CreateJobObjectW(std::ptr::null(), std::ptr::null()) };
+            if handle.is_null() {
+                return Err(io::Error::last_os_error());
+            }
+            let job = Job {
+                handle,
+                process,
+                base: std::sync::OnceLock::new(),
+            };
+            job.set(JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, 0)?;
+            // SAFETY: both handles are valid: the job just created, the child's from its spawn.
+            if unsafe { AssignProcessToJobObject(job.handle, process.cast()) } == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(job)
+        }
+
+        pub(super) fn cap_memory(&self, extra: usize) {
+            let base = *self.base.get_or_init(|| commit(self.process).unwrap_or(0));
+            let cap = base
+                .saturating_add(extra)
+                .saturating_add(crate::platform::memory::PHYSICAL_ROOM);
+            if let Err(error) = self.set(
+                JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE | JOB_OBJECT_LIMIT_PROCESS_MEMORY,
+                cap,
+            ) {
+                tracing::debug!(%error, "cannot cap a sandbox worker's memory");
+            }
+        }
+
+        fn set(&self, flags: u32, process_memory: usize) -> io::Result<()> {
+            let mut limits = JOBOBJECT_EXTENDED_LIMIT_INFORMATION::default();
+            limits.BasicLimitInformation.LimitFlags = flags;
+            limits.ProcessMemoryLimit = process_memory;
+            // SAFETY: a valid job handle, and a limits struct of the class and size given.
+            let done = unsafe {
+                SetInformationJobObject(
+                    self.handle,
+                    JobObjectExtendedLimitInformation,
+                    (&raw const limits).cast(),
+                    size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+                )
+            };
+            if done == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        }
+    }
+
+    impl Drop for Job {
+        fn drop(&mut self) {
+            // SAFETY: the job handle is owned here and closed once; closing it kills what is in
+            // the job (KILL_ON_JOB_CLOSE).
+            unsafe { CloseHandle(self.handle) };
+        }
+    }
+
+    /// A process's commit (private bytes).
+    fn commit(process: RawHandle) -> Option<usize> {
+        let mut counters = PROCESS_MEMORY_COUNTERS_EX {
+            cb: size_of::<PROCESS_MEMORY_COUNTERS_EX>() as u32,
+            ..PROCESS_MEMORY_COUNTERS_EX::default()
+        };
+        // SAFETY: a valid process handle, and a counters struct of the size given.
+        let done = unsafe {
+            K32GetProcessMemoryInfo(process.cast(), (&raw mut counters).cast(), counters.cb)
+        };
+        (done != 0).then_some(counters.PrivateUsage)
+    }
+}
