@@ -169,19 +169,11 @@ pub fn parse_config(dir: &Path, text: &str) -> runbyte_core::config::Config {
 /// Whether `pid` is a live process (a zombie counts as dead).
 pub fn is_running(pid: u32) -> bool {
     #[cfg(target_os = "linux")]
-    return match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rsplit(')')
-                .next()
-                .and_then(|rest| rest.split_whitespace().next())
-                != Some("Z")
-        }
-        Err(_) => false,
-    };
+    return linux_process(pid).is_some_and(|process| !process.zombie);
     #[cfg(all(unix, not(target_os = "linux")))]
-    return ps_table()
+    return processes()
         .iter()
-        .any(|row| row.pid == pid && !row.state.starts_with('Z'));
+        .any(|process| process.pid == pid && !process.zombie);
     #[cfg(windows)]
     {
         use windows_sys::Win32::{
@@ -204,32 +196,164 @@ pub fn is_running(pid: u32) -> bool {
     }
 }
 
-/// A process as `ps` lists it (Unix other than Linux, which reads /proc).
-#[cfg(all(unix, not(target_os = "linux")))]
-struct PsRow {
-    pid: u32,
-    pgid: u32,
-    state: String,
+/// A process as the OS lists it.
+#[derive(Debug, Clone)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub parent: u32,
+    /// Its process group (Unix; Windows has none).
+    pub group: Option<u32>,
+    /// Exited and not yet reaped (Unix).
+    pub zombie: bool,
+    /// Its command line (Unix); the executable's file name on Windows, which lists no more.
+    pub command: String,
 }
 
-/// Every process, from `ps -A -o pid=,pgid=,stat=`.
-#[cfg(all(unix, not(target_os = "linux")))]
-fn ps_table() -> Vec<PsRow> {
-    let output = Command::new("ps")
-        .args(["-A", "-o", "pid=,pgid=,stat="])
-        .output()
-        .expect("ps runs");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            Some(PsRow {
-                pid: fields.next()?.parse().ok()?,
-                pgid: fields.next()?.parse().ok()?,
-                state: fields.next()?.to_owned(),
+/// Every process: /proc on Linux, `ps` on other Unixes, a Toolhelp snapshot on Windows.
+pub fn processes() -> Vec<ProcessInfo> {
+    #[cfg(target_os = "linux")]
+    return std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| linux_process(entry.file_name().to_str()?.parse().ok()?))
+        .collect();
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        let output = Command::new("ps")
+            .args(["-A", "-o", "pid=,ppid=,pgid=,stat=,command="])
+            .output()
+            .expect("ps runs");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                Some(ProcessInfo {
+                    pid: fields.next()?.parse().ok()?,
+                    parent: fields.next()?.parse().ok()?,
+                    group: Some(fields.next()?.parse().ok()?),
+                    zombie: fields.next()?.starts_with('Z'),
+                    command: fields.collect::<Vec<_>>().join(" "),
+                })
             })
-        })
+            .collect()
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::{
+            Foundation::{CloseHandle, INVALID_HANDLE_VALUE},
+            System::Diagnostics::ToolHelp::{
+                CreateToolhelp32Snapshot, PROCESSENTRY32W, Process32FirstW, Process32NextW,
+                TH32CS_SNAPPROCESS,
+            },
+        };
+        // SAFETY: plain values; the snapshot handle is closed below.
+        let snapshot = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) };
+        assert!(snapshot != INVALID_HANDLE_VALUE, "no process snapshot");
+        let mut entry = PROCESSENTRY32W {
+            dwSize: size_of::<PROCESSENTRY32W>() as u32,
+            ..PROCESSENTRY32W::default()
+        };
+        let mut list = Vec::new();
+        // SAFETY: a valid snapshot and an entry of the size it says.
+        let mut more = unsafe { Process32FirstW(snapshot, &mut entry) } != 0;
+        while more {
+            let name = &entry.szExeFile;
+            let length = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            list.push(ProcessInfo {
+                pid: entry.th32ProcessID,
+                parent: entry.th32ParentProcessID,
+                group: None,
+                zombie: false,
+                command: String::from_utf16_lossy(&name[..length]),
+            });
+            // SAFETY: as above.
+            more = unsafe { Process32NextW(snapshot, &mut entry) } != 0;
+        }
+        // SAFETY: the snapshot was opened above and is closed once.
+        unsafe { CloseHandle(snapshot) };
+        list
+    }
+}
+
+/// One process from /proc, if it is there.
+#[cfg(target_os = "linux")]
+fn linux_process(pid: u32) -> Option<ProcessInfo> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state, ppid, pgrp, ...
+    let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+    let command = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    Some(ProcessInfo {
+        pid,
+        parent: fields.get(1)?.parse().ok()?,
+        group: fields.get(2)?.parse().ok(),
+        zombie: fields.first() == Some(&"Z"),
+        command: String::from_utf8_lossy(&command)
+            .split('\0')
+            .filter(|arg| !arg.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+    })
+}
+
+/// The live processes whose parent is `pid`.
+pub fn children_of(pid: u32) -> Vec<ProcessInfo> {
+    processes()
+        .into_iter()
+        .filter(|process| process.parent == pid && !process.zombie)
         .collect()
+}
+
+/// The resident memory of `pid` (its working set on Windows); `None` when it cannot be read.
+pub fn resident_bytes(pid: u32) -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    return std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kb| {
+            kb.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .map(|kb| kb * 1024);
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        let output = Command::new("ps")
+            .args(["-o", "rss=", "-p", &pid.to_string()])
+            .output()
+            .ok()?;
+        let kb: usize = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::{
+            Foundation::CloseHandle,
+            System::{
+                ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS},
+                Threading::{OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION},
+            },
+        };
+        // SAFETY: OpenProcess takes plain values; the handle it gives is closed below.
+        let process = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+        if process.is_null() {
+            return None;
+        }
+        let mut counters = PROCESS_MEMORY_COUNTERS {
+            cb: size_of::<PROCESS_MEMORY_COUNTERS>() as u32,
+            ..PROCESS_MEMORY_COUNTERS::default()
+        };
+        // SAFETY: a valid process handle and counters of the size given.
+        let read = unsafe { K32GetProcessMemoryInfo(process, &mut counters, counters.cb) };
+        // SAFETY: the handle was opened above and is closed once.
+        unsafe { CloseHandle(process) };
+        (read != 0).then_some(counters.WorkingSetSize)
+    }
 }
 
 /// Makes `path` readable by its owner alone, as Runbyte asks of a secret's file (mode 0600 on
@@ -437,35 +561,11 @@ pub fn result_json(text: &str) -> serde_json::Value {
 /// process groups).
 #[cfg(unix)]
 pub fn live_group_members(pgid: u32) -> Vec<u32> {
-    #[cfg(not(target_os = "linux"))]
-    return ps_table()
+    processes()
         .into_iter()
-        .filter(|row| row.pgid == pgid && !row.state.starts_with('Z'))
-        .map(|row| row.pid)
-        .collect();
-    #[cfg(target_os = "linux")]
-    {
-        let mut members = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // After the command name in parentheses: state, ppid, pgrp, ...
-            let fields: Vec<&str> = stat
-                .rsplit(')')
-                .next()
-                .unwrap_or_default()
-                .split_whitespace()
-                .collect();
-            if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
-                members.push(pid);
-            }
-        }
-        members
-    }
+        .filter(|process| process.group == Some(pgid) && !process.zombie)
+        .map(|process| process.pid)
+        .collect()
 }
 
 /// `runbyte serve --listen <listen>` on a free loopback port, killed when dropped.

@@ -173,3 +173,83 @@ mod imp {
         (done != 0).then_some(counters.PrivateUsage)
     }
 }
+
+#[cfg(all(test, windows))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::{
+        process::{Child, Command, ExitStatus, Stdio},
+        time::{Duration, Instant},
+    };
+
+    use super::ChildJob;
+
+    /// Run as a child by the tests below.
+    #[test]
+    #[ignore = "a child of the job tests"]
+    fn job_child_sleeps() {
+        std::thread::sleep(Duration::from_secs(120));
+    }
+
+    /// Run as a child by the tests below: touches 2 GiB, 32 MiB at a time.
+    #[test]
+    #[ignore = "a child of the job tests"]
+    fn job_child_allocates() {
+        let mut held = Vec::new();
+        for _ in 0..64 {
+            held.push(vec![1u8; 32 << 20]);
+        }
+        std::thread::sleep(Duration::from_secs(120));
+        assert_eq!(held.len(), 64);
+    }
+
+    /// This test binary running one of the children above.
+    fn child(name: &str) -> Child {
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                &format!("platform::job::tests::{name}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// How `child` ended, within a minute.
+    fn ended(child: &mut Child) -> Option<ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        None
+    }
+
+    #[test]
+    fn dropping_a_childs_job_ends_the_child() {
+        let mut child = child("job_child_sleeps");
+        let job = ChildJob::of_std(&child);
+        assert!(job.job.is_some(), "the child joined no job");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(child.try_wait().unwrap().is_none(), "the child ended early");
+        drop(job);
+        assert!(ended(&mut child).is_some(), "the child outlived its job");
+    }
+
+    #[test]
+    fn a_child_past_its_memory_cap_is_stopped() {
+        let mut child = child("job_child_allocates");
+        let job = ChildJob::of_std(&child);
+        // The base is what the child has committed now, before its allocations.
+        job.cap_memory(0);
+        let status = ended(&mut child).expect("the child was not stopped at its cap");
+        assert!(!status.success(), "{status}");
+        drop(job);
+    }
+}
