@@ -51,14 +51,14 @@ mod imp {
 
     impl WorkerPipes {
         /// Reads `input` and writes `output`, which is made non-blocking (nothing else may write
-        /// to it).
+        /// to it; where that cannot be set, writes block).
         pub(crate) fn new(input: File, output: File) -> io::Result<Self> {
             let fd = output.as_raw_fd();
             // SAFETY: fcntl(2) on a descriptor `output` owns, changing only its O_NONBLOCK flag.
             unsafe {
                 let flags = libc::fcntl(fd, libc::F_GETFL);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-                    return Err(io::Error::last_os_error());
+                if flags >= 0 {
+                    libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
                 }
             }
             Ok(WorkerPipes { input, output })
