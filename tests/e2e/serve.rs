@@ -185,13 +185,22 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
     );
 }
 
-/// The next line `runbyte serve` writes, within 20 s.
+/// The next answer `runbyte serve` writes (notifications skipped), each line within 20 s.
 async fn next_answer(
     stdout: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
 ) -> String {
-    tokio::time::timeout(std::time::Duration::from_secs(20), stdout.next_line())
-        .await
-        .expect("an answer within 20 s")
-        .unwrap()
-        .expect("stdout still open")
+    loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(20), stdout.next_line())
+            .await
+            .expect("an answer within 20 s")
+            .unwrap()
+            .expect("stdout still open");
+        // A notification (the tool list changing once the demo server is up) may come between
+        // answers at any time.
+        let notification = serde_json::from_str::<serde_json::Value>(&line)
+            .is_ok_and(|message| message.get("id").is_none() && message.get("method").is_some());
+        if !notification {
+            return line;
+        }
+    }
 }
