@@ -226,6 +226,9 @@ impl<R: ServiceRole> Reader<R> {
         }
     }
 
+    /// Unix only: a plugin's descriptor is a POSIX one. On other systems the reader is always
+    /// [`Reader::run_blocking`] on a thread.
+    #[cfg(unix)]
     async fn run_async(
         self,
         fd: i32,
@@ -289,8 +292,10 @@ impl<R: ServiceRole> Reader<R> {
 
 /// A plugin's descriptor, borrowed: the plugin owns and closes it, and keeps it open as long as
 /// its pump, which the reader holds.
+#[cfg(unix)]
 struct PluginFd(i32);
 
+#[cfg(unix)]
 impl std::os::fd::AsRawFd for PluginFd {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.0
@@ -376,6 +381,7 @@ impl<R: ServiceRole> PumpTransport<R> {
         let cancel = tokio_util::sync::CancellationToken::new();
         match (pump.readable_fd(), tokio::runtime::Handle::try_current()) {
             // The plugin gives a descriptor: wait on it in the runtime, no thread in between.
+            #[cfg(unix)]
             (Some(fd), Ok(runtime)) => {
                 runtime.spawn(reader.run_async(fd, in_tx, cancel.clone()));
             }

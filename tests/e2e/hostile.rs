@@ -19,18 +19,7 @@ use serde_json::json;
 const GATEWAY_RSS_BOUND: usize = 512 << 20;
 
 fn resident(pid: u32) -> usize {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|kb| {
-            kb.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
-        .map_or(0, |kb| kb * 1024)
+    runbyte_tests::resident_bytes(pid).expect("the gateway's resident memory")
 }
 
 fn gateway() -> Served {

@@ -602,24 +602,12 @@ async fn a_servers_message_cap_fails_the_call_it_answers_naming_the_limit() {
     client.cancel().await.unwrap();
 }
 
-/// Our children whose command line holds `marker`.
+/// Our children whose command line holds `marker` (Unix: Windows lists no command lines).
 fn children_with(marker: &str) -> Vec<u32> {
-    let me = std::process::id().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let parent = stat
-                .rsplit(')')
-                .next()
-                .and_then(|rest| rest.split_whitespace().nth(1));
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            parent == Some(me.as_str()) && String::from_utf8_lossy(&cmdline).contains(marker)
-        })
+    runbyte_tests::children_of(std::process::id())
+        .into_iter()
+        .filter(|child| child.command.contains(marker))
+        .map(|child| child.pid)
         .collect()
 }
 

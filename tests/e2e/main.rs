@@ -15,6 +15,8 @@ mod hub;
 mod infer;
 mod install;
 mod listeners;
+// Unix only: the browser stand-ins are shell scripts, and a token file's mode is checked.
+#[cfg(unix)]
 mod oauth;
 mod ordinary;
 mod package;
@@ -25,11 +27,15 @@ mod secrets;
 mod serve;
 mod sessions;
 mod setup;
+// Unix only: termination signals and process groups.
+#[cfg(unix)]
 mod shutdown;
 mod skills;
 mod telemetry;
 mod thirdparty;
 mod tokens;
+// Unix only: file modes (Windows checks none; see `config::private`).
+#[cfg(unix)]
 mod trust;
 mod vfs;
 mod workspace;

@@ -49,9 +49,7 @@ fn wait_listening(port: u16, what: &str) {
 }
 
 fn private(dir: &TempDir, name: &str, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.write(name, text);
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    runbyte_tests::make_private(&dir.write(name, text));
 }
 
 /// The replicas, from the shipped configuration with `server_extra` added to its `[server]`.

@@ -18,7 +18,7 @@ pub fn build_dir() -> PathBuf {
     // target/debug/deps/e2e-<hash> → target/debug
     let dir = exe.parent().and_then(Path::parent).unwrap().to_owned();
     assert!(
-        dir.join("runbyte").exists(),
+        dir.join(exe_name("runbyte")).exists(),
         "{} has no runbyte binary: run `cargo build --workspace` first (scripts/test does)",
         dir.display()
     );
@@ -30,12 +30,23 @@ pub fn build_dir() -> PathBuf {
 pub fn runbyte() -> PathBuf {
     std::env::var_os("RUNBYTE_TEST_EXE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| build_dir().join("runbyte"))
+        .unwrap_or_else(|| build_dir().join(exe_name("runbyte")))
 }
 
-/// A built plugin library by file stem, e.g. `librunbyte_policy_panics`.
+/// A binary's file name on this OS (`runbyte.exe` on Windows).
+pub fn exe_name(name: &str) -> String {
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// A built plugin library by its Unix file stem, e.g. `librunbyte_policy_panics` (Windows drops
+/// the `lib`).
 pub fn library(stem: &str) -> PathBuf {
-    let path = build_dir().join(format!("{stem}{}", std::env::consts::DLL_SUFFIX));
+    let name = stem.strip_prefix("lib").unwrap_or(stem);
+    let path = build_dir().join(format!(
+        "{}{name}{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
     assert!(
         path.exists(),
         "{} is not built: run `cargo build --workspace`",
@@ -157,15 +168,204 @@ pub fn parse_config(dir: &Path, text: &str) -> runbyte_core::config::Config {
 
 /// Whether `pid` is a live process (a zombie counts as dead).
 pub fn is_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rsplit(')')
-                .next()
-                .and_then(|rest| rest.split_whitespace().next())
-                != Some("Z")
+    #[cfg(target_os = "linux")]
+    return linux_process(pid).is_some_and(|process| !process.zombie);
+    #[cfg(all(unix, not(target_os = "linux")))]
+    return processes()
+        .iter()
+        .any(|process| process.pid == pid && !process.zombie);
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::{
+            Foundation::{CloseHandle, STILL_ACTIVE},
+            System::Threading::{
+                GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+            },
+        };
+        // SAFETY: OpenProcess takes plain values; the handle it gives is closed below.
+        let process = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+        if process.is_null() {
+            return false;
         }
-        Err(_) => false,
+        let mut code = 0;
+        // SAFETY: a valid process handle and a place for its exit code.
+        let read = unsafe { GetExitCodeProcess(process, &mut code) };
+        // SAFETY: the handle was opened above and is closed once.
+        unsafe { CloseHandle(process) };
+        read != 0 && code == STILL_ACTIVE as u32
     }
+}
+
+/// A process as the OS lists it.
+#[derive(Debug, Clone)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub parent: u32,
+    /// Its process group (Unix; Windows has none).
+    pub group: Option<u32>,
+    /// Exited and not yet reaped (Unix).
+    pub zombie: bool,
+    /// Its command line (Unix); the executable's file name on Windows, which lists no more.
+    pub command: String,
+}
+
+/// Every process: /proc on Linux, `ps` on other Unixes, a Toolhelp snapshot on Windows.
+pub fn processes() -> Vec<ProcessInfo> {
+    #[cfg(target_os = "linux")]
+    return std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| linux_process(entry.file_name().to_str()?.parse().ok()?))
+        .collect();
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        let output = Command::new("ps")
+            .args(["-A", "-o", "pid=,ppid=,pgid=,stat=,command="])
+            .output()
+            .expect("ps runs");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                Some(ProcessInfo {
+                    pid: fields.next()?.parse().ok()?,
+                    parent: fields.next()?.parse().ok()?,
+                    group: Some(fields.next()?.parse().ok()?),
+                    zombie: fields.next()?.starts_with('Z'),
+                    command: fields.collect::<Vec<_>>().join(" "),
+                })
+            })
+            .collect()
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::{
+            Foundation::{CloseHandle, INVALID_HANDLE_VALUE},
+            System::Diagnostics::ToolHelp::{
+                CreateToolhelp32Snapshot, PROCESSENTRY32W, Process32FirstW, Process32NextW,
+                TH32CS_SNAPPROCESS,
+            },
+        };
+        // SAFETY: plain values; the snapshot handle is closed below.
+        let snapshot = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) };
+        assert!(snapshot != INVALID_HANDLE_VALUE, "no process snapshot");
+        let mut entry = PROCESSENTRY32W {
+            dwSize: size_of::<PROCESSENTRY32W>() as u32,
+            ..PROCESSENTRY32W::default()
+        };
+        let mut list = Vec::new();
+        // SAFETY: a valid snapshot and an entry of the size it says.
+        let mut more = unsafe { Process32FirstW(snapshot, &mut entry) } != 0;
+        while more {
+            let name = &entry.szExeFile;
+            let length = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            list.push(ProcessInfo {
+                pid: entry.th32ProcessID,
+                parent: entry.th32ParentProcessID,
+                group: None,
+                zombie: false,
+                command: String::from_utf16_lossy(&name[..length]),
+            });
+            // SAFETY: as above.
+            more = unsafe { Process32NextW(snapshot, &mut entry) } != 0;
+        }
+        // SAFETY: the snapshot was opened above and is closed once.
+        unsafe { CloseHandle(snapshot) };
+        list
+    }
+}
+
+/// One process from /proc, if it is there.
+#[cfg(target_os = "linux")]
+fn linux_process(pid: u32) -> Option<ProcessInfo> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state, ppid, pgrp, ...
+    let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+    let command = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    Some(ProcessInfo {
+        pid,
+        parent: fields.get(1)?.parse().ok()?,
+        group: fields.get(2)?.parse().ok(),
+        zombie: fields.first() == Some(&"Z"),
+        command: String::from_utf8_lossy(&command)
+            .split('\0')
+            .filter(|arg| !arg.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+    })
+}
+
+/// The live processes whose parent is `pid`.
+pub fn children_of(pid: u32) -> Vec<ProcessInfo> {
+    processes()
+        .into_iter()
+        .filter(|process| process.parent == pid && !process.zombie)
+        .collect()
+}
+
+/// The resident memory of `pid` (its working set on Windows); `None` when it cannot be read.
+pub fn resident_bytes(pid: u32) -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    return std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kb| {
+            kb.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .map(|kb| kb * 1024);
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        let output = Command::new("ps")
+            .args(["-o", "rss=", "-p", &pid.to_string()])
+            .output()
+            .ok()?;
+        let kb: usize = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    }
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::{
+            Foundation::CloseHandle,
+            System::{
+                ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS},
+                Threading::{OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION},
+            },
+        };
+        // SAFETY: OpenProcess takes plain values; the handle it gives is closed below.
+        let process = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+        if process.is_null() {
+            return None;
+        }
+        let mut counters = PROCESS_MEMORY_COUNTERS {
+            cb: size_of::<PROCESS_MEMORY_COUNTERS>() as u32,
+            ..PROCESS_MEMORY_COUNTERS::default()
+        };
+        // SAFETY: a valid process handle and counters of the size given.
+        let read = unsafe { K32GetProcessMemoryInfo(process, &mut counters, counters.cb) };
+        // SAFETY: the handle was opened above and is closed once.
+        unsafe { CloseHandle(process) };
+        (read != 0).then_some(counters.WorkingSetSize)
+    }
+}
+
+/// Makes `path` readable by its owner alone, as Runbyte asks of a secret's file (mode 0600 on
+/// Unix; nothing on Windows, where Runbyte checks no mode and the file has its folder's ACL).
+pub fn make_private(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// Where `scripts/test-deps` installs the third-party packages.
@@ -357,28 +557,15 @@ pub fn result_json(text: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-/// The live processes (zombies left out) whose process group is `pgid`.
+/// The live processes (zombies left out) whose process group is `pgid` (Unix: Windows has no
+/// process groups).
+#[cfg(unix)]
 pub fn live_group_members(pgid: u32) -> Vec<u32> {
-    let mut members = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // After the command name in parentheses: state, ppid, pgrp, ...
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
-            members.push(pid);
-        }
-    }
-    members
+    processes()
+        .into_iter()
+        .filter(|process| process.group == Some(pgid) && !process.zombie)
+        .map(|process| process.pid)
+        .collect()
 }
 
 /// `runbyte serve --listen <listen>` on a free loopback port, killed when dropped.
@@ -509,10 +696,7 @@ impl JsonLines {
         let dir = TempDir::new("json-lines");
         dir.write("runbyte.toml", config);
         let key = dir.write("state-key", "the-replicas-shared-state-key-0123456789");
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        }
+        make_private(&key);
         let mut child = Command::new(runbyte())
             .arg("serve")
             .current_dir(dir.path())

@@ -7,8 +7,14 @@ use std::path::Path;
 /// The text of the file at `path`, read through the descriptor whose mode was checked; the
 /// outer error is the file's absence or unreadability, the inner one a mode that lets others in
 /// (`what` names the file in that message: "token file").
+///
+/// On Windows nothing is checked (there are no modes): such a file is private by where it is, a
+/// folder under the user's profile, whose ACL lets in only the user, SYSTEM and the
+/// administrators, and which a new file inherits.
 pub fn read_private(path: &Path, what: &str) -> std::io::Result<Result<String, String>> {
     let mut file = std::fs::File::open(path)?;
+    #[cfg(not(unix))]
+    let _ = what;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -71,6 +77,10 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// A new file at `path`, mode 0600, opened for writing: never one that exists, and never
 /// through a symbolic link (`O_CREAT|O_EXCL|O_NOFOLLOW`).
+///
+/// On Windows: `CREATE_NEW` with `FILE_FLAG_OPEN_REPARSE_POINT` (a link or junction planted at
+/// the name is an existing file, never followed), and no mode: the file inherits its folder's
+/// ACL (see [`read_private`]).
 pub fn create_new_private(path: &Path) -> std::io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -78,6 +88,13 @@ pub fn create_new_private(path: &Path) -> std::io::Result<std::fs::File> {
     {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::OpenOptionsExt;
+        /// `FILE_FLAG_OPEN_REPARSE_POINT` (winbase.h).
+        const OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+        options.custom_flags(OPEN_REPARSE_POINT);
     }
     options.open(path)
 }

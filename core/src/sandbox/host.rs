@@ -22,6 +22,8 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::platform::{job::ChildJob, memory};
+
 use super::{
     ErrorKind, LogLine, ModuleProvider, ToolBridge, ToolCall,
     engine::{self, Link, ModuleSource, human_duration},
@@ -46,6 +48,8 @@ pub(crate) const MAX_NAME_BYTES: usize = 1024;
 
 /// A running `runbyte worker`.
 pub(crate) struct WorkerProcess {
+    /// Dropped before the child (whose handle it uses on Windows).
+    job: ChildJob,
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -63,11 +67,18 @@ impl WorkerProcess {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .kill_on_drop(true);
+        // Windows's system libraries expect `SystemRoot` in every process's environment.
+        #[cfg(windows)]
+        if let Some(root) = std::env::var_os("SystemRoot") {
+            command.env("SystemRoot", root);
+        }
         let mut child = command.spawn()?;
+        let job = ChildJob::of_tokio(&child);
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(io::Error::other("the worker's pipes are missing"));
         };
         let mut worker = WorkerProcess {
+            job,
             child,
             stdin,
             stdout: BufReader::new(stdout),
@@ -98,6 +109,16 @@ impl WorkerProcess {
     }
 
     async fn send(&mut self, message: &ToEngine) -> io::Result<()> {
+        // The worker caps itself where it can (see `platform::memory`); on Windows its job does.
+        match message {
+            ToEngine::Run { limits, .. } => {
+                self.job.cap_memory(super::worker::execution_memory(limits))
+            }
+            ToEngine::Transpile { .. } => {
+                self.job.cap_memory(super::worker::TRANSPILE_MEMORY_BYTES)
+            }
+            _ => {}
+        }
         let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
         line.push(b'\n');
         self.stdin.write_all(&line).await?;
@@ -174,6 +195,11 @@ impl WorkerProcess {
     /// How the process ended, once it closed its pipes.
     async fn exit_status(&mut self) -> String {
         match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
+            Ok(Ok(status)) if status.code() == Some(memory::CAP_EXIT_CODE) => format!(
+                "{status}: its memory passed the worker's cap (the execution's memory limit plus \
+                 {} MiB for transpiling)",
+                super::worker::TRANSPILE_MEMORY_BYTES >> 20
+            ),
             Ok(Ok(status)) => status.to_string(),
             Ok(Err(error)) => format!("status unknown: {error}"),
             Err(_) => {

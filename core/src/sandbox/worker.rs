@@ -11,9 +11,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::platform::memory;
+
 use super::{
     Determinism,
-    engine::{self, Link, ModuleCache, ModuleSource, PipeInbox},
+    engine::{self, Link, ModuleCache, ModuleSource, PipeInbox, WorkerPipes},
     host::ENGINE_STACK_MARGIN,
     protocol::{EngineLimits, FromEngine, PROTOCOL_VERSION, Program, Report, ToEngine},
     transpile::{self, Transpiled},
@@ -26,52 +28,16 @@ use super::{
 /// replaces the worker.
 pub(crate) const TRANSPILE_MEMORY_BYTES: usize = 1 << 30;
 
-/// The address space a worker had when it started, the base that [`limit_memory`] adds to.
-static BASE_ADDRESS_SPACE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-
-/// Bounds the worker's address space (`RLIMIT_AS`, the soft limit only, so that the next run
-/// may set another) to what it had at start plus `extra` bytes. Address space, not resident
-/// memory: it counts stacks and allocator arenas as reserved, hence the generous room. Best
-/// effort: where it cannot be read or set, the deadline still bounds the worker.
-#[cfg(target_os = "linux")]
-fn limit_memory(extra: usize) {
-    let base = *BASE_ADDRESS_SPACE.get_or_init(|| {
-        std::fs::read_to_string("/proc/self/statm")
-            .ok()
-            .and_then(|statm| statm.split_whitespace().next()?.parse::<usize>().ok())
-            .map_or(0, |pages| pages.saturating_mul(page_size()))
-    });
-    if base == 0 {
-        return;
-    }
-    // Threads reserve their stacks and a malloc arena each (64 MiB) up front.
-    let limit = base.saturating_add(extra).saturating_add(512 << 20);
-    let mut current = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one `rlimit` into the valid struct passed.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut current) } != 0 {
-        return;
-    }
-    let wanted = libc::rlimit {
-        rlim_cur: (limit as libc::rlim_t).min(current.rlim_max),
-        rlim_max: current.rlim_max,
-    };
-    // SAFETY: setrlimit reads one valid `rlimit`; lowering or raising the soft limit up to the
-    // hard one is always allowed.
-    unsafe { libc::setrlimit(libc::RLIMIT_AS, &wanted) };
+/// What a worker may use beyond its start for an execution with `limits`: the QuickJS heap and
+/// stacks, and [`TRANSPILE_MEMORY_BYTES`] (see [`crate::platform::memory`] for how each OS holds
+/// a worker to it).
+pub(crate) fn execution_memory(limits: &EngineLimits) -> usize {
+    limits
+        .memory_bytes
+        .saturating_add(limits.stack_bytes)
+        .saturating_add(ENGINE_STACK_MARGIN)
+        .saturating_add(TRANSPILE_MEMORY_BYTES)
 }
-
-#[cfg(target_os = "linux")]
-fn page_size() -> usize {
-    // SAFETY: sysconf only reads a system constant.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn limit_memory(_extra: usize) {}
 
 /// The body of `runbyte worker`.
 ///
@@ -81,14 +47,17 @@ fn limit_memory(_extra: usize) {}
 /// start of an execution nor its report waits for another thread to wake. The main thread takes
 /// over again only when an execution needs another stack.
 pub fn worker_main() -> ExitCode {
-    limit_memory(TRANSPILE_MEMORY_BYTES);
+    memory::cap_self(TRANSPILE_MEMORY_BYTES);
     let cancel = Arc::new(AtomicBool::new(false));
     // Stdin is read by whichever thread waits for a message: the engine's own while it runs.
-    let link = Link::from_pipe(PipeInbox::new(
-        libc::STDIN_FILENO,
-        libc::STDOUT_FILENO,
-        cancel.clone(),
-    ));
+    let pipes = match WorkerPipes::stdio() {
+        Ok(pipes) => pipes,
+        Err(error) => {
+            tracing::error!(%error, "sandbox worker: cannot use stdin and stdout");
+            return ExitCode::FAILURE;
+        }
+    };
+    let link = Link::from_pipe(PipeInbox::new(pipes, cancel.clone()));
     link.send(FromEngine::Ready {
         version: PROTOCOL_VERSION,
     });
@@ -172,7 +141,7 @@ impl Worker {
                     generation,
                 } => self.prepare(program, limits, determinism, generation),
                 ToEngine::Transpile { id, source } => {
-                    limit_memory(TRANSPILE_MEMORY_BYTES);
+                    memory::cap_self(TRANSPILE_MEMORY_BYTES);
                     let result = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
                     self.link.send(FromEngine::Transpiled { id, result });
                     continue;
@@ -196,13 +165,7 @@ impl Worker {
         determinism: Determinism,
         generation: u64,
     ) -> Option<Run> {
-        limit_memory(
-            limits
-                .memory_bytes
-                .saturating_add(limits.stack_bytes)
-                .saturating_add(ENGINE_STACK_MARGIN)
-                .saturating_add(TRANSPILE_MEMORY_BYTES),
-        );
+        memory::cap_self(execution_memory(&limits));
         let program = match program {
             Program::Transpiled(program) => program,
             Program::Source(source) => {

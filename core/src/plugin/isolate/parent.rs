@@ -23,7 +23,10 @@ use super::{
     lock,
     protocol::{Answer, FromChild, Op, PROTOCOL_VERSION, RemoteError, RemoteErrorKind, ToChild},
 };
-use crate::plugin::{CallError, PluginError, PluginInfo};
+use crate::{
+    platform::job::ChildJob,
+    plugin::{CallError, PluginError, PluginInfo},
+};
 
 /// How long one call may take before the child is taken for hung and stopped (its blocking calls,
 /// `pump_recv` and `listener_accept`, wait at most `protocol::MAX_WAIT` each).
@@ -58,6 +61,8 @@ struct Conn {
     /// The one lock held across I/O: a line must go out whole.
     stdin: Mutex<ChildStdin>,
     calls: Mutex<InFlight>,
+    /// Dropped before the child (whose handle it uses on Windows): kills its tree there.
+    _job: ChildJob,
     child: Mutex<Child>,
 }
 
@@ -157,6 +162,7 @@ impl IsolatedHost {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| StartError::Process(format!("cannot start {exe}: {e}")))?;
+        let job = ChildJob::of_std(&child);
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();
             return Err(StartError::Process(
@@ -167,6 +173,7 @@ impl IsolatedHost {
             generation: shared.generations.fetch_add(1, Ordering::SeqCst) + 1,
             stdin: Mutex::new(stdin),
             calls: Mutex::default(),
+            _job: job,
             child: Mutex::new(child),
         });
         let (startup_sender, startup) = mpsc::channel();

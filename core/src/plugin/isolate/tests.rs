@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(unix)]
+use std::path::PathBuf;
 
 use runbyte_plugin_api::PluginKind;
 use serde_json::json;
@@ -8,8 +10,7 @@ use serde_json::json;
 use super::{
     IsolatedHost,
     protocol::{
-        AcceptedPump, Answer, FromChild, Kind, Op, PROTOCOL_VERSION, Received, RemoteError,
-        RemoteErrorKind, ToChild,
+        AcceptedPump, Answer, FromChild, Kind, Op, Received, RemoteError, RemoteErrorKind, ToChild,
     },
 };
 use crate::plugin::{PluginError, PluginInfo};
@@ -156,7 +157,8 @@ fn every_message_reads_back_as_written() {
 }
 
 /// A stand-in for `runbyte plugin-host`: a shell script that writes `first_line` and then waits
-/// for its stdin to close.
+/// for its stdin to close (Unix only: the tests that use it are).
+#[cfg(unix)]
 fn fake_child(label: &str, first_line: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
 
@@ -196,8 +198,10 @@ fn start(exe: &Path) -> Result<IsolatedHost, PluginError> {
     IsolatedHost::start(info(exe), PluginKind::Policy, json!({}), exe.to_owned())
 }
 
+#[cfg(unix)]
 #[test]
 fn a_child_of_another_protocol_version_is_refused_naming_both() {
+    use super::protocol::PROTOCOL_VERSION;
     let other = PROTOCOL_VERSION + 1;
     let exe = fake_child("version", &format!(r#"{{"t":"ready","version":{other}}}"#));
     let error = start(&exe).err().expect("refused");
@@ -217,6 +221,7 @@ fn a_child_of_another_protocol_version_is_refused_naming_both() {
 
 /// A child from before the protocol had a version (it answered `{"ready": true}`), or anything
 /// else that is not a runbyte binary, is refused at its first line rather than misread.
+#[cfg(unix)]
 #[test]
 fn a_child_that_does_not_greet_with_a_version_is_refused() {
     let exe = fake_child("unversioned", r#"{"ready":true}"#);

@@ -35,6 +35,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub(crate) use crate::platform::pipes::WorkerPipes;
 use rquickjs::{
     CatchResultExt, Context, Ctx, Function, JsLifetime, Module, Persistent, Promise, Runtime,
     Value, context::intrinsic, promise::PromiseState,
@@ -165,8 +166,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(5);
 /// that is seen, even in the middle of an execution), when stdout fails, and when a line is not
 /// a message.
 pub(crate) struct PipeInbox {
-    input: std::os::fd::RawFd,
-    output: std::os::fd::RawFd,
+    pipes: WorkerPipes,
     state: RefCell<PipeState>,
     cancel: Arc<AtomicBool>,
 }
@@ -180,24 +180,11 @@ struct PipeState {
 }
 
 impl PipeInbox {
-    /// Reads `input` and writes `output` (the worker's stdin and stdout, open for the life of
-    /// the process; nothing else may write to `output`, which is made non-blocking).
-    pub(crate) fn new(
-        input: std::os::fd::RawFd,
-        output: std::os::fd::RawFd,
-        cancel: Arc<AtomicBool>,
-    ) -> Self {
-        // SAFETY: fcntl(2) on a descriptor open for the process's life, changing only its
-        // O_NONBLOCK flag.
-        unsafe {
-            let flags = libc::fcntl(output, libc::F_GETFL);
-            if flags >= 0 {
-                libc::fcntl(output, libc::F_SETFL, flags | libc::O_NONBLOCK);
-            }
-        }
+    /// Reads and writes `pipes` (the worker's stdin and stdout, open for the life of the
+    /// process; nothing else may write to its stdout).
+    pub(crate) fn new(pipes: WorkerPipes, cancel: Arc<AtomicBool>) -> Self {
         PipeInbox {
-            input,
-            output,
+            pipes,
             state: RefCell::default(),
             cancel,
         }
@@ -210,7 +197,7 @@ impl PipeInbox {
                 return Ok(message);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if !self.readable(left) {
+            if !self.pipes.readable(left) {
                 return Err(RecvTimeoutError::Timeout);
             }
             self.read();
@@ -218,7 +205,7 @@ impl PipeInbox {
     }
 
     fn look(&self) {
-        if self.readable(Duration::ZERO) {
+        if self.pipes.readable(Duration::ZERO) {
             self.read();
         }
     }
@@ -231,92 +218,29 @@ impl PipeInbox {
         line.push(b'\n');
         let mut written = 0;
         while written < line.len() {
-            let rest = &line[written..];
-            // SAFETY: writes from a buffer of the length given, valid for the call.
-            let wrote = unsafe { libc::write(self.output, rest.as_ptr().cast(), rest.len()) };
-            if wrote > 0 {
-                written += wrote as usize;
-                continue;
-            }
-            let error = std::io::Error::last_os_error();
-            match error.kind() {
-                std::io::ErrorKind::Interrupted => {}
-                std::io::ErrorKind::WouldBlock if wrote < 0 => self.wait_to_write(),
+            match self.pipes.write(&line[written..]) {
+                Ok(wrote) if wrote > 0 => written += wrote,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    if self.pipes.wait_to_write() {
+                        self.read();
+                    }
+                }
                 // The host is gone.
                 _ => std::process::exit(0),
             }
         }
     }
 
-    /// Waits until stdout takes more, reading what stdin brings meanwhile.
-    fn wait_to_write(&self) {
-        let mut polls = [
-            libc::pollfd {
-                fd: self.output,
-                events: libc::POLLOUT,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.input,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two valid pollfds for the call, on descriptors open for the process's life.
-        let ready = unsafe { libc::poll(polls.as_mut_ptr(), 2, -1) };
-        if ready > 0 && polls[1].revents != 0 {
-            self.read();
-        }
-    }
-
-    /// Whether there is something to read (or the end) within `timeout`.
-    fn readable(&self, timeout: Duration) -> bool {
-        let mut poll = libc::pollfd {
-            fd: self.input,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // Rounded up, so that a wait of less than a millisecond waits rather than spins.
-        let millis = timeout.as_micros().div_ceil(1000);
-        let millis = libc::c_int::try_from(millis).unwrap_or(libc::c_int::MAX);
-        loop {
-            // SAFETY: one valid pollfd for the call, on a descriptor open for the process's life.
-            let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-            if ready >= 0 {
-                return ready > 0;
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                // Not pollable: a read decides (it waits, as the reader thread once did).
-                return true;
-            }
-        }
-    }
-
     /// Reads what is there (after `readable`, without waiting) and takes every complete line.
     fn read(&self) {
-        const CHUNK: usize = 64 << 10;
         let mut state = self.state.borrow_mut();
         let PipeState { buffer, ready } = &mut *state;
-        buffer.reserve(CHUNK);
         let filled = buffer.len();
-        let spare = buffer.spare_capacity_mut();
-        let read = loop {
-            // SAFETY: reads at most `spare.len()` bytes into the vector's spare capacity, valid
-            // (and not aliased) for the call.
-            let read = unsafe { libc::read(self.input, spare.as_mut_ptr().cast(), spare.len()) };
-            if read >= 0 {
-                break read as usize;
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break 0;
-            }
-        };
-        if read == 0 {
+        if !self.pipes.read(buffer) {
             // The host is gone.
             std::process::exit(0);
         }
-        // SAFETY: `read` bytes past `filled` were just written by read(2).
-        unsafe { buffer.set_len(filled + read) };
         // What was there before holds no newline (complete lines are taken at once): the search
         // starts at the new bytes, so a long message costs one pass.
         let (mut start, mut from) = (0, filled);
@@ -925,24 +849,16 @@ mod pipe_tests {
     #![allow(clippy::unwrap_used)]
 
     use std::io::Write;
-    use std::os::fd::{AsRawFd, FromRawFd};
 
     use super::*;
 
     #[test]
     fn a_pipe_inbox_reads_lines_as_they_come_and_sees_a_cancellation_without_waiting() {
-        let mut fds = [0; 2];
-        // SAFETY: pipe(2) fills two descriptors, each owned by one `File` below.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        // SAFETY: both descriptors were just opened and are owned by nothing else.
-        let (reader, mut writer) = unsafe {
-            (
-                std::fs::File::from_raw_fd(fds[0]),
-                std::fs::File::from_raw_fd(fds[1]),
-            )
-        };
+        let (reader, mut writer) = crate::platform::pipes::tests::pipe();
+        // The engine's own output goes to a pipe of its own, which this test does not read.
+        let (_unread, output) = crate::platform::pipes::tests::pipe();
         let cancel = Arc::new(AtomicBool::new(true));
-        let inbox = PipeInbox::new(reader.as_raw_fd(), writer.as_raw_fd(), cancel.clone());
+        let inbox = PipeInbox::new(WorkerPipes::new(reader, output).unwrap(), cancel.clone());
         let quick = Duration::from_millis(20);
         assert!(matches!(
             inbox.recv_timeout(quick),
@@ -971,10 +887,20 @@ mod pipe_tests {
                 source: None
             }
         );
-        // A cancellation is seen by a look, without a wait, and kept for the next read.
+        // A cancellation is seen by a look, without a wait, and kept for the next read. (On
+        // Windows a look sees what the reader thread has passed on: the next looks, if not this
+        // one, as a running program's interrupt handler looks every few milliseconds.)
         writer.write_all(b"\"cancel\"}\n").unwrap();
         cancel.store(false, Ordering::SeqCst);
         inbox.look();
+        #[cfg(windows)]
+        {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !cancel.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(LOOK_EVERY);
+                inbox.look();
+            }
+        }
         assert!(cancel.load(Ordering::SeqCst));
         assert_eq!(inbox.recv_timeout(quick).unwrap(), ToEngine::Cancel);
         inbox.look();

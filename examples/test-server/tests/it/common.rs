@@ -42,10 +42,13 @@ impl ClientHandler for Recorder {
 
 pub type Client = RunningService<RoleClient, Recorder>;
 
-/// The server binary, in a process group of its own (as a gateway would start it).
+/// The server binary, in a process group of its own on Unix (as a gateway would start it;
+/// Windows has no process groups to start it in).
 pub fn command(args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
-    command.args(args).process_group(0).kill_on_drop(true);
+    command.args(args).kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
     command
 }
 

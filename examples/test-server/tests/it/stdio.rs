@@ -433,12 +433,16 @@ async fn closing_stdin_ends_the_server_unless_it_is_stubborn() {
     let mut stubborn = RawStdio::spawn(&["--mode", "stubborn"]);
     stubborn.initialize().await;
     stubborn.close_stdin();
-    let pid = stubborn.child.id().unwrap().to_string();
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    // Windows has no SIGTERM for it to ignore.
+    #[cfg(unix)]
+    {
+        let pid = stubborn.child.id().unwrap().to_string();
+        let term = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(term.success());
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         stubborn.is_running(),
