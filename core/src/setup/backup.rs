@@ -75,9 +75,14 @@ pub fn save(client: Client, stamp: &str, changes: &[Change]) -> Result<PathBuf, 
     let mut folder = root.join(format!("{stamp}-{}", client.id()));
     let mut attempt = 1;
     // Two runs in one second get two folders, ordered by name.
-    let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    let builder = {
+        let mut builder = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+    };
+    #[cfg(not(unix))]
+    let builder = std::fs::DirBuilder::new();
     while let Err(error) = builder.create(&folder) {
         if error.kind() != std::io::ErrorKind::AlreadyExists || attempt > 99 {
             return Err(format!("cannot make {}: {error}", folder.display()));
