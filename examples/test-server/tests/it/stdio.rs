@@ -138,10 +138,9 @@ async fn normal_tools_answer_as_documented() {
         serde_json::from_str(text(&call(&client, "env", json!({})).await)).unwrap();
     assert!(names.contains(&"TEST_SERVER_PROBE".to_owned()));
 
-    assert_eq!(
-        text(&call(&client, "cwd", json!({})).await),
-        workdir.to_str().unwrap()
-    );
+    // Compared canonical: Windows's canonical form is `\\?\C:\...`, which no process reports.
+    let cwd = std::path::PathBuf::from(text(&call(&client, "cwd", json!({})).await));
+    assert_eq!(cwd.canonicalize().unwrap(), workdir);
     assert_eq!(
         text(&call(&client, "pid", json!({})).await),
         pid.to_string()
