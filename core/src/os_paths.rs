@@ -51,9 +51,10 @@ pub fn home(os: Os, env: Env) -> Option<PathBuf> {
 /// `~/.config` on Linux, `~/Library/Application Support` on macOS, `%APPDATA%` on Windows.
 pub fn app_config_dir(os: Os, env: Env) -> Option<PathBuf> {
     match os {
+        // Absolute by Linux's rule (a leading `/`), whatever OS these rules are tested on.
         Os::Linux => env("XDG_CONFIG_HOME")
+            .filter(|dir| dir.as_encoded_bytes().starts_with(b"/"))
             .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
             .or_else(|| home(os, env).map(|home| home.join(".config"))),
         Os::MacOs => home(os, env).map(|home| home.join("Library").join("Application Support")),
         Os::Windows => env("APPDATA")
