@@ -364,12 +364,21 @@ fn stamp_of(seconds: u64) -> String {
 
 /// The `runbyte.toml` setup creates: the built-in default, without its `[plugins] dirs` of a
 /// source tree's build folder (the binary's own folder and `../lib/runbyte` are searched
-/// anyway).
-fn default_user_config() -> String {
-    crate::config::DEFAULT_CONFIG.replace(
+/// anyway). When the client's servers move in, without the demo server too (its table is the
+/// default's last): an agent should see the user's tools, not the demo's among them.
+fn default_user_config(servers_move_in: bool) -> String {
+    let text = crate::config::DEFAULT_CONFIG.replace(
         "\ndirs = [\"target/release\"]",
         "\n# dirs = [\"/path/to/plugins\"]",
-    )
+    );
+    match text.find("\n[servers.demo]") {
+        Some(at) if servers_move_in => format!(
+            "{}\n# The built-in demo server, left out since this file has servers of its own:\n\
+             # [servers.demo]\n# command = \"${{RUNBYTE_EXE}}\"\n# args = [\"demo-server\"]\n",
+            &text[..at]
+        ),
+        _ => text,
+    }
 }
 
 /// One run of `runbyte setup CLIENT`.
@@ -437,7 +446,11 @@ fn setup(client: Client, options: &Options) -> Result<(), String> {
                 toml_path.display()
             )
         })?,
-        None => default_user_config(),
+        None => default_user_config(
+            options.move_servers
+                && servers
+                    .is_some_and(|servers| servers.members.iter().any(|m| m.key != "runbyte")),
+        ),
     };
     let toml_table: toml::Table = toml::from_str(&toml_text).map_err(|e| {
         format!(
@@ -880,7 +893,16 @@ mod tests {
 
     #[test]
     fn the_user_config_is_the_default_without_a_build_folder() {
-        let text = default_user_config();
+        let without_demo = default_user_config(true);
+        let config = crate::config::Config::parse(
+            &without_demo,
+            Path::new("/u/runbyte.toml"),
+            Path::new("/u"),
+        )
+        .unwrap();
+        assert!(config.servers.is_empty(), "{:?}", config.servers.keys());
+        assert!(without_demo.contains("# [servers.demo]"), "{without_demo}");
+        let text = default_user_config(false);
         assert_ne!(
             text,
             crate::config::DEFAULT_CONFIG,
