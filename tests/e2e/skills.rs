@@ -272,7 +272,20 @@ async fn the_skills_folder_has_a_budget_and_lists_read_no_skill_file() {
     let (saved, error) = call(&client, "save_skill", save("tiny", 10)).await;
     assert!(!error, "{saved}");
 
-    let resources = client.peer().list_all_resources().await.unwrap();
+    // The saved skill reaches the list with the notification that says it changed, which may
+    // come just after the save's answer: list again until it shows (a hang catcher's bound).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let resources = loop {
+        let resources = client.peer().list_all_resources().await.unwrap();
+        let skill_files = resources
+            .iter()
+            .filter(|r| r.uri.starts_with("skill://"))
+            .count();
+        if skill_files == 66 * 2 || std::time::Instant::now() > deadline {
+            break resources;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     let skill_files = resources
         .iter()
         .filter(|r| r.uri.starts_with("skill://"))
