@@ -8,13 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 /// Runbyte's own tools: no directly exposed tool may take one of their names.
-pub const OWN_TOOLS: [&str; 5] = [
-    "list_directory",
-    "read_file",
-    "search_tools",
-    "execute_code",
-    "save_skill",
-];
+pub use crate::server::tools::NAMES as OWN_TOOLS;
 
 /// The longest tool name MCP allows.
 const MAX_TOOL_NAME: usize = 128;

@@ -22,7 +22,7 @@ use rmcp::{
         LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
         ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
         ReadResourceResult, ResourceContents, ResultType, ServerCapabilities, ServerConfig,
-        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
         UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext},
@@ -40,61 +40,15 @@ use crate::{
     telemetry::{self, Parent},
 };
 
+use super::tools::{
+    self, ListDirectory, NotOwn, OwnTool, ReadFile, SaveSkill, SearchTools, required_str,
+};
+
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
 pub const INSTRUCTIONS: &str = "Runbyte turns MCP servers' tools into typed functions. Explore \
 with list_directory('/servers'), read_file or search_tools, then execute_code a short TypeScript \
 program that imports from './servers/<server>' and returns only what you need; intermediate data \
 stays in the sandbox. save_skill keeps a program for later.";
-
-/// Runbyte's own tools, as listed to clients.
-fn tool_specs() -> Vec<Tool> {
-    // Every client loads these with each conversation: kept short (with INSTRUCTIONS, under
-    // 2 KB; `scripts/token-bench` measures it).
-    let specs = json!([
-        {
-            "name": "list_directory",
-            "description": "List a folder: /servers has a folder per server, a module per tool; /skills has saved skills.",
-            "inputSchema": {"type": "object", "properties": {
-                "path": {"type": "string"},
-                "withDescriptions": {"type": "boolean"}
-            }, "required": ["path"]},
-            "annotations": {"readOnlyHint": true}
-        },
-        {
-            "name": "read_file",
-            "description": "Read a module: a tool's typed function and docs, e.g. /servers/github/create_issue.ts",
-            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-            "annotations": {"readOnlyHint": true}
-        },
-        {
-            "name": "execute_code",
-            "description": "Run a TypeScript program in a sandbox: import tools from './servers/<server>', await them, export default only what you need. Returns it as JSON with console output and a call summary.",
-            "inputSchema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-            "annotations": {"destructiveHint": true}
-        },
-        {
-            "name": "search_tools",
-            "description": "Find tools and skills by what they do; each hit gives its import and signature.",
-            "inputSchema": {"type": "object", "properties": {
-                "query": {"type": "string"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50}
-            }, "required": ["query"]},
-            "annotations": {"readOnlyHint": true}
-        },
-        {
-            "name": "save_skill",
-            "description": "Save a program that worked as /skills/<name>.ts for later programs to import. Its default export is an async function of one argument object.",
-            "inputSchema": {"type": "object", "properties": {
-                "name": {"type": "string", "description": "lowercase-hyphenated"},
-                "description": {"type": "string"},
-                "code": {"type": "string"},
-                "args": {"type": "object", "description": "JSON Schema of the argument"},
-                "overwrite": {"type": "boolean"}
-            }, "required": ["name", "description", "code"]}
-        }
-    ]);
-    serde_json::from_value(specs).unwrap_or_default()
-}
 
 /// One client session's server.
 #[derive(Clone)]
@@ -247,22 +201,17 @@ impl Session {
         let _ = peer.notify_logging_message(params).await;
     }
 
-    async fn list_directory(&self, args: &Value) -> Result<String, String> {
-        let path = required_str(args, "path")?;
-        let with_descriptions = args
-            .get("withDescriptions")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+    async fn list_directory(&self, call: ListDirectory<'_>) -> Result<String, String> {
         self.gateway
             .vfs
             .settled(STARTUP_GRACE)
             .await
-            .list(path, with_descriptions)
+            .list(call.path, call.with_descriptions)
             .map_err(|e| e.to_string())
     }
 
-    async fn read_file(&self, args: &Value) -> Result<String, String> {
-        let path = required_str(args, "path")?.to_owned();
+    async fn read_file(&self, call: ReadFile<'_>) -> Result<String, String> {
+        let path = call.path.to_owned();
         let snapshot = self.gateway.vfs.settled(STARTUP_GRACE).await;
         // A saved skill is read from disk: on a blocking thread.
         let read = if snapshot.reads_disk(&path) {
@@ -276,13 +225,8 @@ impl Session {
             .map_err(|e| e.to_string())
     }
 
-    async fn search_tools(&self, args: &Value) -> Result<String, String> {
-        let query = required_str(args, "query")?;
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .unwrap_or(10)
-            .clamp(1, 50) as usize;
+    async fn search_tools(&self, call: SearchTools<'_>) -> Result<String, String> {
+        let (query, limit) = (call.query, call.limit());
         let snapshot = self.gateway.vfs.settled(STARTUP_GRACE).await;
         let hits = snapshot.search(query, limit);
         if hits.is_empty() {
@@ -314,16 +258,15 @@ impl Session {
     }
 
     /// `save_skill`: checks and saves the program, then serves it under `/skills`.
-    async fn save_skill(&self, args: Value) -> Result<String, String> {
-        let text = |key: &str| required_str(&args, key).map(str::to_owned);
+    async fn save_skill(&self, call: SaveSkill<'_>) -> Result<String, String> {
         let request = crate::skills::SaveRequest {
             skill: crate::skills::Skill {
-                name: text("name")?,
-                description: text("description")?,
-                code: text("code")?,
-                args: args.get("args").filter(|a| !a.is_null()).cloned(),
+                name: call.name.to_owned(),
+                description: call.description.to_owned(),
+                code: call.code.to_owned(),
+                args: call.args,
             },
-            overwrite: args.get("overwrite").and_then(Value::as_bool) == Some(true),
+            overwrite: call.overwrite,
         };
         let skills = self.gateway.skills.clone();
         let saved = tokio::task::spawn_blocking(move || skills.save(request))
@@ -704,12 +647,6 @@ fn page_offset(request: Option<&PaginatedRequestParams>) -> Result<usize, ErrorD
     }
 }
 
-fn required_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("`{key}` is required and must be a string"))
-}
-
 impl ServerHandler for Session {
     // Logging is deprecated from 2026-07-28 (SEP-2577); the revisions Runbyte serves have it.
     #[allow(deprecated)]
@@ -1060,7 +997,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.settle().await;
-        let mut tools = tool_specs();
+        let mut tools = tools::tools();
         tools.extend(self.gateway.direct_tools().await);
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -1106,13 +1043,16 @@ impl ServerHandler for Session {
             answers: request.input_responses,
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let answer = match request.name.as_ref() {
-            "list_directory" => self.list_directory(&args).await,
-            "read_file" => self.read_file(&args).await,
-            "search_tools" => self.search_tools(&args).await,
-            "save_skill" => self.save_skill(args).await,
-            "execute_code" => return self.execute_code(&args, retry, &context).await,
-            other if let Some(target) = self.gateway.direct_target(other).await => {
+        let answer = match OwnTool::parse(&request.name, &args) {
+            Ok(OwnTool::ListDirectory(call)) => self.list_directory(call).await,
+            Ok(OwnTool::ReadFile(call)) => self.read_file(call).await,
+            Ok(OwnTool::SearchTools(call)) => self.search_tools(call).await,
+            Ok(OwnTool::SaveSkill(call)) => self.save_skill(call).await,
+            Ok(OwnTool::ExecuteCode(_)) => return self.execute_code(&args, retry, &context).await,
+            Err(NotOwn::Arguments(why)) => Err(why.to_string()),
+            Err(NotOwn::Unknown)
+                if let Some(target) = self.gateway.direct_target(&request.name).await =>
+            {
                 let target = match target {
                     Ok(target) => target,
                     Err(why) => {
@@ -1136,15 +1076,7 @@ impl ServerHandler for Session {
                 }
                 .into());
             }
-            other => {
-                return Err(ErrorData::new(
-                    ErrorCode::INVALID_PARAMS,
-                    format!(
-                        "unknown tool `{other}`; Runbyte's tools are list_directory, read_file, search_tools, execute_code, save_skill"
-                    ),
-                    None,
-                ));
-            }
+            Err(NotOwn::Unknown) => return Err(tools::unknown_tool(&request.name)),
         };
         Ok(match answer {
             Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),

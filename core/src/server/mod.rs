@@ -3,6 +3,7 @@
 mod complete;
 mod handler;
 pub mod options;
+pub mod tools;
 
 use std::{sync::Arc, time::Duration};
 
