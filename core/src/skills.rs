@@ -15,10 +15,15 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
+use runbyte_codegen_common::{
+    render::{self, DeclNames, Style},
+    schema,
+    types::{Role, Ty},
+};
 use serde_json::Value;
 
 use crate::{
-    text::{comment_line, js_lines, string_literal},
+    text::{comment_line, js_lines},
     vfs::{File, ToolEntry},
 };
 
@@ -43,8 +48,6 @@ const MAX_ARGS_BYTES: usize = 64 * 1024;
 const MAX_SIGNATURE_BYTES: usize = 8 * 1024;
 /// The longest description (the Agent Skills limit).
 const MAX_DESCRIPTION_CHARS: usize = 1024;
-/// How deep an argument schema is rendered as a type before `unknown`.
-const TYPE_DEPTH: usize = 4;
 
 /// One saved skill.
 #[derive(Debug, Clone, PartialEq)]
@@ -680,15 +683,16 @@ pub fn identifier(name: &str) -> String {
     out
 }
 
-/// The skill's signature: `function weeklyReport(args: { city: string }): Promise<unknown>`.
-/// Every name and literal from the schema is a JSON string literal in pure ASCII (see
-/// [`string_literal`]); a type longer than 8 KiB is `Record<string, unknown>`.
+/// The skill's signature: `function weeklyReport(args: { city: string; }): Promise<unknown>`.
+/// Every name and literal from the schema that is not a plain identifier is a JSON string
+/// literal in pure ASCII (the renderer's [`render::key`] and literals); a type longer than
+/// 8 KiB is `Record<string, unknown>`.
 pub fn signature(skill: &Skill) -> String {
     let args = match &skill.args {
         Some(schema) => {
-            let mut rendered = ts_type(schema, 0);
+            let mut rendered = args_type(schema);
             if rendered.len() > MAX_SIGNATURE_BYTES {
-                rendered = "Record<string, unknown>".to_owned();
+                rendered = UNTYPED.to_owned();
             }
             format!("args: {rendered}")
         }
@@ -700,79 +704,45 @@ pub fn signature(skill: &Skill) -> String {
     )
 }
 
-/// A TypeScript type for a JSON Schema, for the signature (never for checking).
-fn ts_type(schema: &Value, depth: usize) -> String {
-    if depth > TYPE_DEPTH {
-        return "unknown".to_owned();
-    }
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        let literals: Vec<String> = values
-            .iter()
-            .take(20)
-            .map(|value| match value {
-                Value::String(text) => string_literal(text),
-                Value::Number(_) | Value::Bool(_) | Value::Null => value.to_string(),
-                // An array or object is no literal type.
-                Value::Array(_) | Value::Object(_) => "unknown".to_owned(),
-            })
-            .collect();
-        if !literals.is_empty() {
-            return literals.join(" | ");
-        }
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some("string") => "string".to_owned(),
-        Some("number" | "integer") => "number".to_owned(),
-        Some("boolean") => "boolean".to_owned(),
-        Some("null") => "null".to_owned(),
-        Some("array") => {
-            let item = schema
-                .get("items")
-                .map(|items| ts_type(items, depth + 1))
-                .unwrap_or_else(|| "unknown".to_owned());
-            format!("Array<{item}>")
-        }
-        Some("object") | None if schema.get("properties").is_some() => {
-            let required: Vec<&str> = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
+/// The skill's argument type, written by the dialects' renderer (`runbyte-codegen-common`), so
+/// that a skill's signature reads as a tool's: the argument object as a list of its
+/// properties, `{ city: string; days?: number; }`, each property's type the renderer's. A
+/// `$ref` is `unknown` (the skill's module declares no named types), and a schema the renderer
+/// cannot type is `Record<string, unknown>`, as for a tool.
+fn args_type(schema: &Value) -> String {
+    let Ok(converted) = schema::convert(Role::Args, schema) else {
+        return UNTYPED.to_owned();
+    };
+    let names = DeclNames {
+        roots: [UNKNOWN.to_owned(), UNKNOWN.to_owned()],
+        defs: Default::default(),
+    };
+    let style = Style {
+        names: &names,
+        generic_arrays: false,
+        block: None,
+    };
+    match &converted.ty {
+        Ty::Object(object) if object.index.is_none() && !object.props.is_empty() => {
             let mut out = String::from("{ ");
-            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-                for (key, property) in properties.iter().take(50) {
-                    let key_text = if is_identifier(key) {
-                        key.clone()
-                    } else {
-                        string_literal(key)
-                    };
-                    let optional = if required.contains(&key.as_str()) {
-                        ""
-                    } else {
-                        "?"
-                    };
-                    let _ = write!(
-                        out,
-                        "{key_text}{optional}: {}; ",
-                        ts_type(property, depth + 1)
-                    );
-                }
+            for prop in &object.props {
+                render::key(&mut out, &prop.key);
+                out.push_str(if prop.optional { "?: " } else { ": " });
+                out.push_str(&style.render(&prop.ty));
+                out.push_str("; ");
             }
             out.push('}');
             out
         }
-        Some("object") => "Record<string, unknown>".to_owned(),
-        _ => "unknown".to_owned(),
+        ty => style.render(ty),
     }
 }
 
-fn is_identifier(key: &str) -> bool {
-    let mut chars = key.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-}
+/// The type of an argument the renderer cannot type.
+const UNTYPED: &str = "Record<string, unknown>";
+
+/// The type of a named type the skill's module does not declare.
+const UNKNOWN: &str = "unknown";
 
 /// The comment that heads `/skills/<name>.ts`: the description, the signature and how to
 /// import it. Every line is made comment-safe ([`comment_line`]: no `*/`, no line terminator,
@@ -1057,6 +1027,82 @@ mod tests {
             "*/ globalThis.pwned = 2; /*": {"type": "string"}
         }}));
         hostile
+    }
+
+    /// The property schemas whose types the two renderers once wrote differently.
+    fn property_schemas() -> Vec<Value> {
+        vec![
+            json!({"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}),
+            json!({"type": "array", "items": {"type": "string"}}),
+            json!({"type": "array"}),
+            json!({"enum": ["x", 1, null, [1], {"k": 2}]}),
+            json!({"const": "k"}),
+            json!({"type": ["string", "null"]}),
+            json!({"anyOf": [{"type": "string"}, {"type": "number"}]}),
+            json!({"type": "object", "additionalProperties": {"type": "number"}}),
+            json!({"enum": ["*/ globalThis.pwned = 1; /*", "\u{2028}"]}),
+        ]
+    }
+
+    #[test]
+    fn a_skills_argument_types_are_the_dialects() {
+        for property in property_schemas() {
+            let schema = json!({"type": "object", "properties": {"a": property}});
+            let mut typed = skill("typed");
+            typed.args = Some(schema.clone());
+            let ours = signature(&typed);
+            let tool = json!({"name": "typed", "inputSchema": schema});
+            let server = runbyte_codegen_common::plan::plan("s", "s", &[tool]);
+            let theirs = server.tools[0].signature();
+            // The dialect's `typed(args?: { a?: T }): Promise<unknown>`; ours
+            // `function typed(args: { a?: T; }): Promise<unknown>`.
+            let t = theirs
+                .strip_prefix("typed(args?: { a?: ")
+                .and_then(|rest| rest.strip_suffix(" }): Promise<unknown>"))
+                .unwrap_or_else(|| panic!("{theirs}"));
+            assert_eq!(
+                ours,
+                format!("function typed(args: {{ a?: {t}; }}): Promise<unknown>"),
+                "{property}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_signature_writes_each_schema_as_the_renderer_does() {
+        let cases = [
+            (
+                json!({"type": "object", "properties": {
+                    "z": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "integer"}}}},
+                    "a b": {"type": "string"},
+                    "id": {"type": ["string", "null"]},
+                }, "required": ["id"]}),
+                "{ id: string | null; \"a b\"?: string; z?: { b?: number }[]; }",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/X"}}, "$defs": {"X": {"type": "string"}}}),
+                "{ a?: unknown; }",
+            ),
+            (json!({"type": "object"}), "{}"),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "number"}}),
+                "{ [key: string]: number }",
+            ),
+            (json!({"type": "string"}), "string"),
+            (
+                json!({"$ref": "https://example.com/elsewhere"}),
+                "Record<string, unknown>",
+            ),
+        ];
+        for (schema, expected) in cases {
+            let mut typed = skill("typed");
+            typed.args = Some(schema.clone());
+            assert_eq!(
+                signature(&typed),
+                format!("function typed(args: {expected}): Promise<unknown>"),
+                "{schema}"
+            );
+        }
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub fn distance(a: &str, b: &str) -> usize {
 }
 
 // Text into generated code: the rules the dialects use too (`runbyte_plugin_api::text`).
-pub use runbyte_plugin_api::text::{comment_line, is_hazard, lines as js_lines, string_literal};
+pub use runbyte_plugin_api::text::{comment_line, is_hazard, lines as js_lines};
 
 /// Text a client or a server wrote, made safe to print on a terminal: every control character
 /// (C0, DEL, C1: the start of an escape sequence such as an OSC 52 clipboard write or a title
@@ -100,7 +100,7 @@ mod tests {
         assert_eq!(comment_line("a */ b"), "a *\\/ b");
         assert_eq!(comment_line("x\u{2028}y\rz"), "x y z");
         assert_eq!(comment_line("\u{202e}"), "\\u202e");
-        let literal = string_literal("*/\u{2028}\"`${x}\\");
+        let literal = runbyte_plugin_api::text::string_literal("*/\u{2028}\"`${x}\\");
         assert!(literal.is_ascii(), "{literal}");
         assert_eq!(
             serde_json::from_str::<String>(&literal).unwrap(),
