@@ -383,7 +383,7 @@ pub(crate) async fn drive(
     {
         return Ending::Lost(format!("cannot start the execution: {error}"));
     }
-    let max_in_flight = job.limits.max_in_flight.max(1) as usize;
+    let max_in_flight = job.limits.max_in_flight as usize;
     let in_flight = Arc::new(Semaphore::new(max_in_flight));
     // The argument bytes of the calls not yet finished.
     let held = Arc::new(AtomicUsize::new(0));
