@@ -19,9 +19,10 @@ use crate::{
 };
 
 /// Builds the limits of one execution, as wasmtime's `StoreLimitsBuilder` builds a store's:
-/// each policy's answer is validated where it is added, the strictest value of each key is kept
-/// ([`wire::Limits::stricter`]), and [`wire::Limits::DEFAULTS`] fills what no policy sets.
-#[derive(Debug, Clone, Copy, Default)]
+/// each policy's answer is validated where it is added (against [`wire::RANGES`]), the
+/// strictest value of each key is kept ([`wire::Limits::stricter`]), and
+/// [`wire::Limits::DEFAULTS`] fills what no policy sets.
+#[derive(Debug, Clone, Default)]
 pub struct LimitsBuilder {
     set: wire::Limits,
 }
@@ -32,90 +33,53 @@ impl LimitsBuilder {
         LimitsBuilder::default()
     }
 
-    /// Adds the `limits` answer of the policy named `policy`. An error names the policy and
-    /// the key at fault; a key this host does not know is ignored (a later host may).
-    pub fn answer(mut self, policy: &str, answer: &Value) -> Result<Self, String> {
-        let Value::Object(keys) = answer else {
-            return Err(format!(
-                "policy `{policy}` answered `limits` with something other than an object"
-            ));
-        };
-        let known = |key: &str| wire::Limits::is_key(key) || key == JUDGED_CALLS;
-        for key in keys.keys().filter(|key| !known(key)) {
-            tracing::debug!(policy, "ignoring unknown limit `{key}`");
-        }
-        let limits = wire::Limits::deserialize(answer)
-            .map_err(|error| format!("policy `{policy}`: {error}"))?;
-        self.set = self.set.stricter(&limits);
-        Ok(self)
+    /// Adds a policy's answer, read (and so checked) by [`read_answer`].
+    pub fn add(mut self, limits: &wire::Limits) -> Self {
+        self.set = self.set.stricter(limits);
+        self
     }
 
     /// The limits, in the sandbox's units.
     pub fn build(&self) -> Limits {
-        // `DEFAULTS` sets every key, so no value falls back to zero.
-        Limits::from(&self.set.or(&wire::Limits::DEFAULTS))
+        Limits::from(&self.set)
     }
 }
 
-/// Merges policies' `limits` answers, each with its policy's name (see [`LimitsBuilder`]).
+/// Reads the `limits` answer of the policy named `policy`. An error names the policy, the key
+/// at fault and, for a value out of range, the range; a key this host does not know is ignored
+/// (a later host may).
+pub fn read_answer(policy: &str, answer: &Value) -> Result<wire::Limits, String> {
+    let Value::Object(keys) = answer else {
+        return Err(format!(
+            "policy `{policy}` answered `limits` with something other than an object"
+        ));
+    };
+    let known = |key: &str| wire::Limits::is_key(key) || key == "judged-calls";
+    for key in keys.keys().filter(|key| !known(key)) {
+        tracing::debug!(policy, "ignoring unknown limit `{key}`");
+    }
+    let limits =
+        wire::Limits::deserialize(answer).map_err(|error| format!("policy `{policy}`: {error}"))?;
+    limits
+        .check()
+        .map_err(|error| format!("policy `{policy}` answered `limits` with {error}"))?;
+    Ok(limits)
+}
+
+/// Merges policies' `limits` answers, each with its policy's name, as [`limits`] does.
+#[cfg(test)]
 pub fn merge_limits(answers: &[(String, Value)]) -> Result<Limits, String> {
     answers
         .iter()
         .try_fold(LimitsBuilder::new(), |builder, (name, answer)| {
-            builder.answer(name, answer)
+            Ok(builder.add(&read_answer(name, answer)?))
         })
         .map(|builder| builder.build())
 }
 
-/// The key of a `limits` answer that says which calls the policy judges in that execution.
-const JUDGED_CALLS: &str = "judged-calls";
-
 /// The calls a policy's `check_call` judges in one execution (its `limits` answer's
 /// `judged-calls`); it would allow the others as they are, so it is not asked about them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Judged {
-    All,
-    None,
-    Servers(std::collections::BTreeSet<String>),
-}
-
-impl Judged {
-    /// From a `limits` answer; absent or not understood (said once per policy): every call.
-    fn from_answer(policy: &str, answer: &Value) -> Judged {
-        let Some(judged) = answer.get(JUDGED_CALLS) else {
-            return Judged::All;
-        };
-        let servers = || -> Option<Judged> {
-            let names = judged.as_object()?.get("servers")?.as_array()?;
-            names
-                .iter()
-                .map(|name| name.as_str().map(str::to_owned))
-                .collect::<Option<_>>()
-                .map(Judged::Servers)
-        };
-        match judged.as_str() {
-            Some("all") => Judged::All,
-            Some("none") => Judged::None,
-            _ => servers().unwrap_or_else(|| {
-                tracing::debug!(
-                    policy,
-                    "`{JUDGED_CALLS}` is not \"all\", \"none\" or {{\"servers\": [...]}}: \
-                     the policy judges every call"
-                );
-                Judged::All
-            }),
-        }
-    }
-
-    /// Whether calls to `server` are judged.
-    pub fn covers(&self, server: &str) -> bool {
-        match self {
-            Judged::All => true,
-            Judged::None => false,
-            Judged::Servers(servers) => servers.contains(server),
-        }
-    }
-}
+pub use runbyte_plugin_api::wire::JudgedCalls as Judged;
 
 /// A policy, with the calls it judges in one execution.
 #[derive(Clone)]
@@ -125,25 +89,25 @@ pub struct Judge {
 }
 
 /// The limits for one execution, every policy asked and their answers merged; and each policy
-/// with the calls it judges in it.
+/// with the calls it judges in it (all, unless its answer's `judged-calls` says otherwise).
 pub async fn limits(
     policies: &[PolicyPlugin],
     context: &wire::LimitsContext,
 ) -> Result<(Limits, Vec<Judge>), String> {
     let context = serde_json::to_value(context)
         .map_err(|e| format!("cannot encode the limits context: {e}"))?;
-    let mut answers = Vec::with_capacity(policies.len());
+    let mut builder = LimitsBuilder::new();
     let mut judges = Vec::with_capacity(policies.len());
     for policy in policies {
         let answer = ask(policy, &context, PolicyPlugin::limits).await?;
-        let name = policy.info().name.clone();
+        let limits = read_answer(&policy.info().name, &answer)?;
         judges.push(Judge {
             policy: policy.clone(),
-            judged: Judged::from_answer(&name, &answer),
+            judged: limits.judged_calls.clone().unwrap_or_default(),
         });
-        answers.push((name, answer));
+        builder = builder.add(&limits);
     }
-    Ok((merge_limits(&answers)?, judges))
+    Ok((builder.build(), judges))
 }
 
 /// Asks every policy that judges the call's server ([`Judged::covers`]) about it, in order;
@@ -250,7 +214,12 @@ mod tests {
 
     #[test]
     fn a_limits_answer_says_which_calls_its_policy_judges() {
-        let judged = |answer: Value| Judged::from_answer("p", &answer);
+        let judged = |answer: Value| {
+            read_answer("p", &answer)
+                .unwrap()
+                .judged_calls
+                .unwrap_or_default()
+        };
         assert_eq!(judged(json!({})), Judged::All);
         assert_eq!(judged(json!({"judged-calls": "all"})), Judged::All);
         assert_eq!(judged(json!({"judged-calls": "none"})), Judged::None);
@@ -274,6 +243,35 @@ mod tests {
     }
 
     #[test]
+    fn a_value_out_of_range_names_the_policy_the_key_and_the_range() {
+        let refused = |answer: Value| merge_limits(&[("acme".to_owned(), answer)]).unwrap_err();
+        assert_eq!(
+            refused(json!({"stack-kb": 16})),
+            "policy `acme` answered `limits` with `stack-kb = 16` is out of range: it must be \
+             64 to 524288 (KiB)"
+        );
+        assert_eq!(
+            refused(json!({"memory-mb": 0})),
+            "policy `acme` answered `limits` with `memory-mb = 0` is out of range: it must be \
+             1 to 65536 (MiB)"
+        );
+        assert!(
+            refused(json!({"max-tool-calls": u64::MAX})).contains("`max-tool-calls = "),
+            "no value is clamped or saturated"
+        );
+        // One policy's bad answer fails the merge even when another's is stricter.
+        let error = merge_limits(&[
+            ("strict".to_owned(), json!({"timeout-ms": 5})),
+            ("loose".to_owned(), json!({"timeout-ms": 0})),
+        ])
+        .unwrap_err();
+        assert!(error.starts_with("policy `loose`"), "{error}");
+        // Zero tool calls is a limit, not "off" nor "the default".
+        let none = merge_limits(&[("p".to_owned(), json!({"max-tool-calls": 0}))]).unwrap();
+        assert_eq!(none.max_tool_calls, 0);
+    }
+
+    #[test]
     fn the_default_limits_are_the_sandbox_defaults() {
         assert_eq!(LimitsBuilder::new().build(), Limits::default());
         assert_eq!(merge_limits(&[]).unwrap(), Limits::default());
@@ -281,35 +279,33 @@ mod tests {
 
     #[test]
     fn units_become_bytes_and_durations() {
+        let read = |answer: Value| read_answer("a", &answer).unwrap();
         let limits = LimitsBuilder::new()
-            .answer(
-                "a",
-                &json!({"memory-mb": 2, "stack-kb": 256, "call-timeout-ms": 1500,
+            .add(&read(
+                json!({"memory-mb": 2, "stack-kb": 256, "call-timeout-ms": 1500,
                         "max-output-bytes": 100, "max-in-flight": 3, "later": true}),
-            )
-            .unwrap()
+            ))
             .build();
         assert_eq!(limits.memory_bytes, 2 << 20);
         assert_eq!(limits.stack_bytes, 256 << 10);
         assert_eq!(limits.call_timeout, Duration::from_millis(1500));
         assert_eq!(limits.max_output_bytes, 100);
         assert_eq!(limits.max_in_flight, 3);
-        let huge = LimitsBuilder::new()
-            .answer(
-                "a",
-                &json!({"max-tool-calls": u64::MAX, "memory-mb": u64::MAX}),
-            )
-            .unwrap()
+        let largest = LimitsBuilder::new()
+            .add(&read(
+                json!({"max-tool-calls": 10_000_000, "memory-mb": 64 * 1024}),
+            ))
             .build();
-        assert_eq!(huge.max_tool_calls, u32::MAX);
-        assert_eq!(huge.memory_bytes, usize::MAX);
+        assert_eq!(largest.max_tool_calls, 10_000_000);
+        assert_eq!(
+            largest.memory_bytes,
+            (64usize << 10).saturating_mul(1 << 20)
+        );
     }
 
     #[test]
     fn an_answer_that_is_not_an_object_names_the_policy() {
-        let error = LimitsBuilder::new()
-            .answer("acme", &json!([1]))
-            .unwrap_err();
+        let error = read_answer("acme", &json!([1])).unwrap_err();
         assert_eq!(
             error,
             "policy `acme` answered `limits` with something other than an object"

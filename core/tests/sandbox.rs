@@ -516,23 +516,54 @@ mod programs {
     }
 
     #[tokio::test(flavor = "multi_thread")]
-    async fn zero_limits_mean_the_defaults() {
+    async fn limits_out_of_range_are_refused_by_name_not_adjusted() {
         let h = Harness::new();
         for isolation in BOTH {
-            let limits = Limits {
-                stack_bytes: 0,
-                memory_bytes: 0,
-                max_in_flight: 0,
+            // Zero memory would be no limit to QuickJS, zero stack no stack check: refused, as
+            // every value outside its range is, naming the key and the range.
+            for (limits, message) in [
+                (
+                    Limits {
+                        stack_bytes: 0,
+                        ..limits(isolation)
+                    },
+                    "`stack-kb = 0` is out of range: it must be 64 to 524288 (KiB)",
+                ),
+                (
+                    Limits {
+                        memory_bytes: 0,
+                        ..limits(isolation)
+                    },
+                    "`memory-mb = 0` is out of range: it must be 1 to 65536 (MiB)",
+                ),
+                (
+                    Limits {
+                        max_in_flight: 0,
+                        ..limits(isolation)
+                    },
+                    "`max-in-flight = 0` is out of range: it must be 1 to 10000 (calls)",
+                ),
+                (
+                    Limits {
+                        timeout: Duration::from_secs(2 * 24 * 3600),
+                        ..limits(isolation)
+                    },
+                    "`timeout-ms = 172800000` is out of range: it must be 0 to 86400000 (ms)",
+                ),
+            ] {
+                let outcome = h.run_with("export default 1;", limits).await;
+                let e = error(&outcome, ErrorKind::Limit);
+                assert!(e.message.contains(message), "{isolation:?}: {e:?}");
+            }
+            // No time left is not a bad limit: the execution times out at once.
+            let spent = Limits {
+                timeout: Duration::ZERO,
                 ..limits(isolation)
             };
-            let outcome = h
-                .run_with(
-                    "function f(n: number): number { return f(n + 1); }
-f(0);",
-                    limits,
-                )
-                .await;
-            error(&outcome, ErrorKind::Stack);
+            error(
+                &h.run_with("export default 1;", spent).await,
+                ErrorKind::Timeout,
+            );
         }
     }
 

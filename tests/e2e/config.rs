@@ -70,3 +70,31 @@ fn import_prints_servers_that_load_back() {
     .unwrap();
     assert_eq!(reread.servers["remote"].transport.as_deref(), Some("sse"));
 }
+
+/// A `[sandbox.limits]` value out of range stops `runbyte check`, naming the key and the range
+/// (the one range table, plugin-api's `wire::RANGES`, which the host holds policies to as well).
+#[test]
+fn a_limit_out_of_range_is_refused_with_its_range() {
+    for (line, expected) in [
+        (
+            "stack-kb = 16",
+            "`sandbox.limits.stack-kb = 16` is out of range: it must be 64 to 524288 (KiB)",
+        ),
+        (
+            "memory-mb = 0",
+            "`sandbox.limits.memory-mb = 0` is out of range: it must be 1 to 65536 (MiB)",
+        ),
+    ] {
+        let dir = TempDir::new("limit-range");
+        dir.write(
+            "runbyte.toml",
+            &config_with(&format!("[sandbox.limits]\n{line}\n")),
+        );
+        let checked = run(dir.path(), &["check"]);
+        assert_ne!(checked.code, Some(0), "{line}: {checked:?}");
+        assert!(
+            checked.stderr.contains(expected) || checked.stdout.contains(expected),
+            "{line}: expected {expected:?} in {checked:?}"
+        );
+    }
+}

@@ -597,3 +597,25 @@ fn concurrent_calls_to_an_isolated_policy_start_no_thread_each() {
     // Still the same child: nothing crashed and restarted meanwhile.
     assert_eq!(plugin_host_child(&isolated.info().path), child);
 }
+
+/// The bundled `limits` plugin, loaded as the host loads it, refuses a value out of the one
+/// range table (`wire::RANGES`, the host's too) by key and range: 16 KiB of stack was once
+/// accepted here and clamped by the host without a word.
+#[test]
+fn the_limits_plugin_refuses_a_value_out_of_range_by_key_and_range() {
+    let search = search_with(&[]);
+    let error = plugin::open_policy(&search, "limits", &json!({"stack-kb": 16}))
+        .err()
+        .expect("16 KiB of stack is refused");
+    assert!(
+        error.to_string().contains(
+            "`sandbox.limits.stack-kb = 16` is out of range: it must be 64 to 524288 (KiB)"
+        ),
+        "{error}"
+    );
+    let policy = plugin::open_policy(&search, "limits", &json!({"stack-kb": 64})).unwrap();
+    assert_eq!(
+        policy.limits(&json!({})).unwrap(),
+        json!({"stack-kb": 64, "judged-calls": {"servers": []}})
+    );
+}

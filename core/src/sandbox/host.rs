@@ -27,14 +27,14 @@ use crate::platform::{job::ChildJob, memory};
 use super::{
     ErrorKind, LogLine, ModuleProvider, ToolBridge, ToolCall,
     engine::{self, Link, ModuleSource, human_duration},
-    protocol::{EngineLimits, FromEngine, PROTOCOL_VERSION, Report, ToEngine},
+    protocol::{
+        EngineLimits, FromEngine, PROTOCOL_VERSION, Report, TRANSPILE_MEMORY_BYTES, ToEngine,
+    },
     transpile::Transpiled,
 };
 
 /// The longest line a worker may send: tool arguments (16 MiB at most) with room to spare.
 const MAX_LINE_BYTES: usize = 64 << 20;
-/// Native stack beyond the QuickJS stack limit, for the engine's own frames.
-pub(crate) const ENGINE_STACK_MARGIN: usize = 16 << 20;
 /// Messages an engine thread may have sent that the host has not read yet.
 const ENGINE_CHANNEL_MESSAGES: usize = 16;
 /// The arguments of its tool calls that the host holds for one execution, at most: 64 MiB
@@ -111,12 +111,8 @@ impl WorkerProcess {
     async fn send(&mut self, message: &ToEngine) -> io::Result<()> {
         // The worker caps itself where it can (see `platform::memory`); on Windows its job does.
         match message {
-            ToEngine::Run { limits, .. } => {
-                self.job.cap_memory(super::worker::execution_memory(limits))
-            }
-            ToEngine::Transpile { .. } => {
-                self.job.cap_memory(super::worker::TRANSPILE_MEMORY_BYTES)
-            }
+            ToEngine::Run { limits, .. } => self.job.cap_memory(limits.execution_memory()),
+            ToEngine::Transpile { .. } => self.job.cap_memory(TRANSPILE_MEMORY_BYTES),
             _ => {}
         }
         let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
@@ -198,7 +194,7 @@ impl WorkerProcess {
             Ok(Ok(status)) if status.code() == Some(memory::CAP_EXIT_CODE) => format!(
                 "{status}: its memory passed the worker's cap (the execution's memory limit plus \
                  {} MiB for transpiling)",
-                super::worker::TRANSPILE_MEMORY_BYTES >> 20
+                TRANSPILE_MEMORY_BYTES >> 20
             ),
             Ok(Ok(status)) => status.to_string(),
             Ok(Err(error)) => format!("status unknown: {error}"),
@@ -232,7 +228,7 @@ impl EngineThread {
         let (out, from_engine) = mpsc::channel(ENGINE_CHANNEL_MESSAGES);
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
-        let stack = limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN);
+        let stack = limits.thread_stack();
         super::threads::run(
             stack,
             Box::new(move || {
@@ -387,7 +383,7 @@ pub(crate) async fn drive(
     {
         return Ending::Lost(format!("cannot start the execution: {error}"));
     }
-    let max_in_flight = job.limits.max_in_flight.max(1) as usize;
+    let max_in_flight = job.limits.max_in_flight as usize;
     let in_flight = Arc::new(Semaphore::new(max_in_flight));
     // The argument bytes of the calls not yet finished.
     let held = Arc::new(AtomicUsize::new(0));

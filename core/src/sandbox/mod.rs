@@ -61,51 +61,49 @@ use host::{Conn, Ending, EngineThread, Gathered, Job};
 use pool::Pool;
 use protocol::{Program, Report, ToEngine};
 
-/// How an execution is isolated from the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Isolation {
-    /// A pool of `runbyte worker` processes, killed and replaced at the deadline plus a short
-    /// grace: nothing the program does can take the host down or outlive its deadline.
-    #[default]
-    Process,
-    /// A thread of the host process: cheaper, for trusted settings. A runaway built-in cannot be
-    /// stopped, only abandoned at the deadline (it runs on until it finishes or hits the memory
-    /// limit).
-    Thread,
-}
+/// How an execution is isolated from the host: the `isolation` limit, declared once in the
+/// plugin API's `wire` vocabulary.
+pub use runbyte_plugin_api::wire::Isolation;
 
-/// The limits of one execution. Every default is written down here.
+/// The limits of one execution, in the sandbox's units: the same keys as [`wire::Limits`], each
+/// set (a policy's answer, or the default of [`wire::RANGES`]). Every value lies in its key's
+/// range; [`Sandbox::execute`] refuses one that does not ([`Limits::check`]) rather than
+/// adjusting it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock time of the whole execution. Default 30 s.
+    /// `timeout-ms`: wall-clock time of the whole execution. Default 30 s. The host may shorten
+    /// it to the time left (a resumed execution, a wait for servers): below the range's 1 ms,
+    /// down to zero, the execution ends at once as [`ErrorKind::Timeout`].
     pub timeout: Duration,
-    /// The QuickJS heap. Default 64 MiB.
+    /// `memory-mb`: the QuickJS heap. Default 64 MiB.
     pub memory_bytes: usize,
-    /// The QuickJS stack. Default 1 MiB.
+    /// `stack-kb`: the QuickJS stack. Default 1 MiB.
     pub stack_bytes: usize,
-    /// Tool calls per execution. Default 1,000.
+    /// `max-tool-calls`: tool calls per execution. Default 1,000.
     pub max_tool_calls: u32,
-    /// Tool calls in flight at once; more wait their turn. Default 16.
+    /// `max-in-flight`: tool calls in flight at once; more wait their turn. Default 16.
     pub max_in_flight: u32,
-    /// One tool call, further bounded by the time left. Default 30 s.
+    /// `call-timeout-ms`: one tool call, further bounded by the time left. Default 30 s.
     pub call_timeout: Duration,
-    /// Result plus console output handed back. Default 64 KiB.
+    /// `max-output-bytes`: result plus console output handed back. Default 64 KiB.
     pub max_output_bytes: usize,
-    /// Worker process or host thread. Default process.
+    /// `isolation`: worker process or host thread. Default process.
     pub isolation: Isolation,
 }
 
 impl Default for Limits {
-    /// The host's defaults, declared once in [`wire::Limits::DEFAULTS`].
+    /// The host's defaults, declared once in [`wire::RANGES`].
     fn default() -> Self {
         Limits::from(&wire::Limits::DEFAULTS)
     }
 }
 
 impl From<&wire::Limits> for Limits {
-    /// The wire's limits in the sandbox's units; a key left unset reads as zero, so callers
-    /// fill them first (`limits.or(&wire::Limits::DEFAULTS)`).
+    /// The wire's limits in the sandbox's units, [`wire::Limits::DEFAULTS`] for a key left
+    /// unset. Only units change: a value out of range stays so, for [`Limits::check`] (the host
+    /// checks each policy's answer before, naming the policy).
     fn from(limits: &wire::Limits) -> Self {
+        let limits = limits.or(&wire::Limits::DEFAULTS);
         let number = |value: Option<u64>| value.unwrap_or_default();
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
@@ -117,11 +115,36 @@ impl From<&wire::Limits> for Limits {
             max_in_flight: count(number(limits.max_in_flight)),
             call_timeout: Duration::from_millis(number(limits.call_timeout_ms)),
             max_output_bytes: size(number(limits.max_output_bytes)),
-            isolation: match limits.isolation {
-                Some(wire::Isolation::Thread) => Isolation::Thread,
-                Some(wire::Isolation::Process) | None => Isolation::Process,
-            },
+            isolation: limits.isolation.unwrap_or_default(),
         }
+    }
+}
+
+impl Limits {
+    /// Whether every value lies in its key's range in [`wire::RANGES`] (in the wire's units,
+    /// rounded down): the first that does not is the error. `timeout` may also be shorter than
+    /// its range, down to zero: it is the time the execution has left.
+    pub fn check(&self) -> Result<(), wire::OutOfRange> {
+        let ms = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let [
+            timeout,
+            memory,
+            stack,
+            calls,
+            in_flight,
+            call_timeout,
+            output,
+        ] = &wire::RANGES;
+        let time_left = wire::Range { min: 0, ..*timeout };
+        time_left.check(ms(self.timeout))?;
+        memory.check(wide(self.memory_bytes >> 20))?;
+        stack.check(wide(self.stack_bytes >> 10))?;
+        calls.check(self.max_tool_calls.into())?;
+        in_flight.check(self.max_in_flight.into())?;
+        call_timeout.check(ms(self.call_timeout))?;
+        output.check(wide(self.max_output_bytes))?;
+        Ok(())
     }
 }
 
@@ -445,7 +468,12 @@ impl Sandbox {
             cancel,
             client,
         } = execution;
-        let limits = normalized(limits);
+        if let Err(error) = limits.check() {
+            return failed(ExecError::new(
+                ErrorKind::Limit,
+                format!("the execution's limits are not valid: {error}"),
+            ));
+        }
         if cancel.is_cancelled() {
             return failed(ExecError::new(
                 ErrorKind::Cancelled,
@@ -694,27 +722,6 @@ fn transpile_lost(message: String) -> Ending {
         failed_calls: 0,
         logs_dropped: 0,
     })
-}
-
-/// The longest timeout honoured: a day (a deadline must be a representable instant).
-const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
-/// The QuickJS stack accepted: 64 KiB to 512 MiB (0 stands for the default, 1 MiB; without a
-/// limit QuickJS would overflow the native stack).
-const STACK_RANGE: (usize, usize) = (64 << 10, 512 << 20);
-
-/// Limits made safe to enforce: 0 memory or stack means the default, not "unlimited".
-fn normalized(mut limits: Limits) -> Limits {
-    let defaults = Limits::default();
-    limits.timeout = limits.timeout.min(MAX_TIMEOUT);
-    if limits.memory_bytes == 0 {
-        limits.memory_bytes = defaults.memory_bytes;
-    }
-    if limits.stack_bytes == 0 {
-        limits.stack_bytes = defaults.stack_bytes;
-    }
-    limits.stack_bytes = limits.stack_bytes.clamp(STACK_RANGE.0, STACK_RANGE.1);
-    limits.max_in_flight = limits.max_in_flight.max(1);
-    limits
 }
 
 fn failed(error: ExecError) -> Outcome {

@@ -52,6 +52,33 @@ pub(crate) struct EngineLimits {
     pub max_tool_calls: u32,
 }
 
+/// Native stack beyond the QuickJS stack limit, for the engine's own frames.
+pub(crate) const ENGINE_STACK_MARGIN: usize = 16 << 20;
+
+/// The memory a worker may use beyond the QuickJS heap and the stacks, above what it had when
+/// it started: room for SWC to transpile the largest source accepted (1 MiB of ordinary
+/// TypeScript takes about 100 MiB) and the module cache. Past it an allocation fails and the
+/// worker dies; the host reports the execution as having exceeded the sandbox's memory, and
+/// replaces the worker.
+pub(crate) const TRANSPILE_MEMORY_BYTES: usize = 1 << 30;
+
+impl EngineLimits {
+    /// The native stack of the thread an engine runs on: the QuickJS stack limit plus
+    /// [`ENGINE_STACK_MARGIN`].
+    pub(crate) fn thread_stack(&self) -> usize {
+        self.stack_bytes.saturating_add(ENGINE_STACK_MARGIN)
+    }
+
+    /// What a worker may use beyond its start for an execution with these limits: the QuickJS
+    /// heap and stacks, and [`TRANSPILE_MEMORY_BYTES`] (see [`crate::platform::memory`] for how
+    /// each OS holds a worker to it). The host caps a worker's job with it, the worker itself.
+    pub(crate) fn execution_memory(&self) -> usize {
+        self.memory_bytes
+            .saturating_add(self.thread_stack())
+            .saturating_add(TRANSPILE_MEMORY_BYTES)
+    }
+}
+
 /// Host to engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]

@@ -43,6 +43,9 @@ pub const MAX_CHAIN: usize = 1024;
 /// The stack of the thread that parses and transforms: 64 MiB (reserved, touched only as used).
 pub const TRANSPILE_STACK_BYTES: usize = 256 << 20;
 
+/// The module name of the agent's own program, in its source map, its stacks and the engine's
+/// loader (its relative imports resolve from `/`).
+pub(crate) const AGENT_MODULE: &str = "agent.ts";
 /// The name of the export through which the engine finds a program's top-level `exec`.
 pub(crate) const EXEC_EXPORT: &str = "__runbyte_exec";
 
@@ -136,14 +139,14 @@ pub(crate) async fn transpile_in_host(
 ) -> Result<Transpiled, ExecError> {
     if check_shape(&source)?.fits_inline(source.len()) {
         let _hold = hold;
-        return guarded(&source, super::engine::AGENT_MODULE, true);
+        return guarded(&source, AGENT_MODULE, true);
     }
     let (done, answer) = tokio::sync::oneshot::channel();
     super::threads::run(
         TRANSPILE_STACK_BYTES,
         Box::new(move || {
             let _hold = hold;
-            let _ = done.send(guarded(&source, super::engine::AGENT_MODULE, true));
+            let _ = done.send(guarded(&source, AGENT_MODULE, true));
         }),
     )
     .map_err(|error| syntax(format!("cannot start the transpiler thread: {error}"), None))?;

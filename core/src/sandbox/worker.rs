@@ -16,28 +16,12 @@ use crate::platform::memory;
 use super::{
     Determinism,
     engine::{self, Link, ModuleCache, ModuleSource, PipeInbox, WorkerPipes},
-    host::ENGINE_STACK_MARGIN,
-    protocol::{EngineLimits, FromEngine, PROTOCOL_VERSION, Program, Report, ToEngine},
+    protocol::{
+        EngineLimits, FromEngine, PROTOCOL_VERSION, Program, Report, TRANSPILE_MEMORY_BYTES,
+        ToEngine,
+    },
     transpile::{self, Transpiled},
 };
-
-/// The memory a worker may use beyond the QuickJS heap and the stacks, above what it had when
-/// it started: room for SWC to transpile the largest source accepted (1 MiB of ordinary
-/// TypeScript takes about 100 MiB) and the module cache. Past it an allocation fails and the
-/// worker dies; the host reports the execution as having exceeded the sandbox's memory, and
-/// replaces the worker.
-pub(crate) const TRANSPILE_MEMORY_BYTES: usize = 1 << 30;
-
-/// What a worker may use beyond its start for an execution with `limits`: the QuickJS heap and
-/// stacks, and [`TRANSPILE_MEMORY_BYTES`] (see [`crate::platform::memory`] for how each OS holds
-/// a worker to it).
-pub(crate) fn execution_memory(limits: &EngineLimits) -> usize {
-    limits
-        .memory_bytes
-        .saturating_add(limits.stack_bytes)
-        .saturating_add(ENGINE_STACK_MARGIN)
-        .saturating_add(TRANSPILE_MEMORY_BYTES)
-}
 
 /// The body of `runbyte worker`.
 ///
@@ -109,7 +93,7 @@ struct Run {
 impl Run {
     /// The engine thread's stack: the QuickJS limit plus margin.
     fn stack(&self) -> usize {
-        self.limits.stack_bytes.saturating_add(ENGINE_STACK_MARGIN)
+        self.limits.thread_stack()
     }
 }
 
@@ -142,7 +126,7 @@ impl Worker {
                 } => self.prepare(program, limits, determinism, generation),
                 ToEngine::Transpile { id, source } => {
                     memory::cap_self(TRANSPILE_MEMORY_BYTES);
-                    let result = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
+                    let result = transpile::transpile_as(&source, transpile::AGENT_MODULE, true);
                     self.link.send(FromEngine::Transpiled { id, result });
                     continue;
                 }
@@ -165,14 +149,14 @@ impl Worker {
         determinism: Determinism,
         generation: u64,
     ) -> Option<Run> {
-        memory::cap_self(execution_memory(&limits));
+        memory::cap_self(limits.execution_memory());
         let program = match program {
             Program::Transpiled(program) => program,
             Program::Source(source) => {
                 // Transpiling counts against the execution's time: what it took, the engine
                 // has less.
                 let started = Instant::now();
-                let transpiled = transpile::transpile_as(&source, engine::AGENT_MODULE, true);
+                let transpiled = transpile::transpile_as(&source, transpile::AGENT_MODULE, true);
                 let small = source.len() <= super::IN_PROCESS_TRANSPILE_BYTES;
                 drop(source);
                 let spent = started.elapsed().as_millis().min(u64::MAX as u128) as u64;

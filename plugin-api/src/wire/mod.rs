@@ -31,6 +31,7 @@
 //! ```
 
 mod codegen;
+mod limits;
 mod listener;
 mod policy;
 
@@ -38,8 +39,9 @@ pub use codegen::{
     CodegenRequest, CodegenResponse, DEFAULT_EXTENSION, File, RootRequest, ServerRef,
     ServerRequest, ToolEntry,
 };
+pub use limits::{Isolation, JudgedCalls, Limits, OutOfRange, RANGES, Range};
 pub use listener::ListenerOptions;
-pub use policy::{Call, CallContext, Isolation, Limits, LimitsContext, Verdict};
+pub use policy::{Call, CallContext, LimitsContext, Verdict};
 
 #[cfg(test)]
 mod tests;

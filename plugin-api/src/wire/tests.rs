@@ -268,3 +268,109 @@ fn listener_options_read_what_the_host_sends() {
         ListenerOptions::default()
     );
 }
+
+#[test]
+fn the_range_table_holds_every_numeric_key_and_its_default() {
+    let keys: Vec<&str> = RANGES.iter().map(|range| range.key).collect();
+    let numeric: Vec<&str> = Limits::DEFAULTS.counts().map(|(key, _)| key).collect();
+    assert_eq!(keys, numeric);
+    for (range, (_, default)) in RANGES.iter().zip(Limits::DEFAULTS.counts()) {
+        assert_eq!(Some(range.default), default, "{}", range.key);
+        assert_eq!(
+            range.check(range.default),
+            Ok(range.default),
+            "{}",
+            range.key
+        );
+    }
+    assert_eq!(Limits::DEFAULTS.check(), Ok(()));
+}
+
+#[test]
+fn a_value_out_of_range_names_the_key_and_the_range() {
+    let stack = Limits {
+        stack_kb: Some(16),
+        ..Limits::default()
+    };
+    let error = stack.check().unwrap_err();
+    assert_eq!(error.key, "stack-kb");
+    assert_eq!(
+        error.to_string(),
+        "`stack-kb = 16` is out of range: it must be 64 to 524288 (KiB)"
+    );
+    assert_eq!(
+        error.describe("sandbox.limits."),
+        "`sandbox.limits.stack-kb = 16` is out of range: it must be 64 to 524288 (KiB)"
+    );
+    // Zero is a value like any other: accepted where the range starts at 0, else refused.
+    let zero = |limits: Limits| limits.check().map_err(|error| error.key);
+    let none = Limits::default();
+    assert_eq!(
+        zero(Limits {
+            max_tool_calls: Some(0),
+            ..none.clone()
+        }),
+        Ok(())
+    );
+    assert_eq!(
+        zero(Limits {
+            memory_mb: Some(0),
+            ..none.clone()
+        }),
+        Err("memory-mb")
+    );
+    assert_eq!(
+        zero(Limits {
+            timeout_ms: Some(0),
+            ..none.clone()
+        }),
+        Err("timeout-ms")
+    );
+    assert_eq!(
+        zero(Limits {
+            max_in_flight: Some(u64::MAX),
+            ..none
+        }),
+        Err("max-in-flight")
+    );
+}
+
+#[test]
+fn judged_calls_are_read_leniently_and_written_back() {
+    let read = |value: Value| {
+        serde_json::from_value::<Limits>(json!({ "judged-calls": value }))
+            .unwrap()
+            .judged_calls
+            .unwrap()
+    };
+    assert_eq!(read(json!("all")), JudgedCalls::All);
+    assert_eq!(read(json!("none")), JudgedCalls::None);
+    let servers = read(json!({"servers": ["b", "a"]}));
+    assert!(servers.covers("a") && servers.covers("b") && !servers.covers("c"));
+    for odd in [
+        json!("some"),
+        json!({"servers": [1]}),
+        json!(null),
+        json!([]),
+    ] {
+        assert_eq!(read(odd), JudgedCalls::All);
+    }
+    let written = serde_json::to_value(Limits {
+        timeout_ms: Some(5),
+        judged_calls: Some(servers.clone()),
+        ..Limits::default()
+    })
+    .unwrap();
+    assert_eq!(
+        written,
+        json!({"timeout-ms": 5, "judged-calls": {"servers": ["a", "b"]}})
+    );
+    // Merged, the calls either policy judges.
+    let only = |name: &str| Limits {
+        judged_calls: Some(JudgedCalls::Servers([name.to_owned()].into())),
+        ..Limits::default()
+    };
+    let both = only("a").stricter(&only("c")).judged_calls.unwrap();
+    assert!(both.covers("a") && both.covers("c") && !both.covers("b"));
+    assert!(!Limits::is_key("judged-calls"));
+}

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::types::Doc;
+use crate::types::{Doc, MAX_LITERALS};
 
 /// Keywords shown in doc comments, in the order they are shown.
 const FACTS: &[&str] = &[
@@ -60,7 +60,7 @@ pub fn doc(schema: &Value) -> Doc {
         }
     }
     if let Some(Value::Array(values)) = map.get("enum")
-        && values.len() > crate::schema::MAX_LITERALS
+        && values.len() > MAX_LITERALS
     {
         let first: Vec<String> = values
             .iter()

@@ -15,15 +15,13 @@ use crate::{
     doc::doc,
     names,
     text::string_literal,
-    types::{Doc, Index, Object, Prop, Role, Tuple, Ty, TypeRef, intersection, union},
+    types::{
+        Doc, Index, MAX_LITERALS, Object, Prop, Role, Tuple, Ty, TypeRef, intersection, union,
+    },
 };
 
 /// Schemas nested deeper than this are typed `unknown`.
 pub const MAX_DEPTH: usize = 32;
-/// An `enum` with more values than this is typed by the values' kinds (`string`, `number`...):
-/// a union that long helps no reader, and a module must stay within what the host's
-/// transpiler accepts (at most 4,096 operators in one statement).
-pub const MAX_LITERALS: usize = 256;
 /// A schema with more nodes than this is not converted at all.
 pub const MAX_NODES: usize = 100_000;
 

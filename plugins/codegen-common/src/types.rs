@@ -2,6 +2,11 @@
 
 use serde_json::Value;
 
+/// An `enum` with more values than this is typed by the values' kinds (`string`, `number`...):
+/// a union that long helps no reader, and a module must stay within what the host's
+/// transpiler accepts (at most 4,096 operators in one statement).
+pub const MAX_LITERALS: usize = 256;
+
 /// Which of a tool's schemas a type comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {

@@ -17,14 +17,15 @@
 //! ```
 //!
 //! Every key is validated when the plugin opens; an unknown key or a value out of range is an
-//! error that names it.
+//! error that names it (and the range: the ranges are plugin-api's `wire::RANGES`, which the
+//! host checks every policy's answer against too).
 
 use std::collections::BTreeMap;
 
 use runbyte_plugin_api::{
     export_plugin,
     policy::Policy,
-    wire::{Call, Limits as ExecutionLimits, Verdict},
+    wire::{Call, JudgedCalls, Limits as ExecutionLimits, Verdict},
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -53,45 +54,10 @@ struct ToolLimits {
     call_timeout_ms: Option<u64>,
 }
 
-/// The smallest value each numeric key accepts.
-const MIN: ExecutionLimits = ExecutionLimits {
-    timeout_ms: Some(1),
-    memory_mb: Some(1),
-    stack_kb: Some(16),
-    max_tool_calls: Some(0),
-    max_in_flight: Some(1),
-    call_timeout_ms: Some(1),
-    max_output_bytes: Some(1),
-    isolation: None,
-};
-
-/// The largest value each numeric key accepts.
-const MAX: ExecutionLimits = ExecutionLimits {
-    timeout_ms: Some(24 * 3600 * 1000),
-    memory_mb: Some(64 * 1024),
-    stack_kb: Some(1024 * 1024),
-    max_tool_calls: Some(10_000_000),
-    max_in_flight: Some(10_000),
-    call_timeout_ms: Some(24 * 3600 * 1000),
-    max_output_bytes: Some(1 << 30),
-    isolation: None,
-};
-
-/// Checks every key `limits` sets against [`MIN`] and [`MAX`]; `path` is where the keys sit in
-/// `runbyte.toml`, for the error.
+/// Checks every key `limits` sets against the one range table ([`runbyte_plugin_api::wire::RANGES`],
+/// the host's too); `path` is where the keys sit in `runbyte.toml`, for the error.
 fn check_ranges(path: &str, limits: &ExecutionLimits) -> Result<(), String> {
-    let bounds = MIN.counts().zip(MAX.counts());
-    for ((key, value), ((_, min), (_, max))) in limits.counts().zip(bounds) {
-        let (Some(value), Some(min), Some(max)) = (value, min, max) else {
-            continue;
-        };
-        if value < min || value > max {
-            return Err(format!(
-                "`{path}{key} = {value}` is out of range: it must be {min} to {max}"
-            ));
-        }
-    }
-    Ok(())
+    limits.check().map_err(|error| error.describe(path))
 }
 
 /// The keys a server's or a tool's override may set, as execution limits, for [`check_ranges`].
@@ -185,16 +151,13 @@ impl Policy for Limits {
     /// The limits, and the calls it judges: only those of the servers it has limits for (every
     /// other call it would allow as it is, so the host need not ask).
     fn limits(&self, _context: &str) -> Result<String, String> {
-        let mut answer =
-            serde_json::to_value(self.config.limits).map_err(|e| format!("cannot encode: {e}"))?;
-        if let Value::Object(keys) = &mut answer {
-            let servers: Vec<&String> = self.config.servers.keys().collect();
-            keys.insert(
-                "judged-calls".to_owned(),
-                serde_json::json!({ "servers": servers }),
-            );
-        }
-        Ok(answer.to_string())
+        let answer = ExecutionLimits {
+            judged_calls: Some(JudgedCalls::Servers(
+                self.config.servers.keys().cloned().collect(),
+            )),
+            ..self.config.limits.clone()
+        };
+        serde_json::to_string(&answer).map_err(|e| format!("cannot encode: {e}"))
     }
 
     fn check_call(&self, call: &str) -> Result<String, String> {

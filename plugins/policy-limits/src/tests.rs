@@ -106,3 +106,51 @@ fn it_judges_only_the_calls_of_servers_it_has_limits_for() {
         json!({"servers": ["db", "gh"]})
     );
 }
+
+#[test]
+fn the_stack_range_is_the_hosts() {
+    // 16 KiB and 1 GiB were accepted here once, and the host clamped them without a word.
+    for stack in [16, 63, 1024 * 1024] {
+        let error = open(json!({"stack-kb": stack})).err().unwrap();
+        assert_eq!(
+            error,
+            format!(
+                "`sandbox.limits.stack-kb = {stack}` is out of range: it must be 64 to 524288 (KiB)"
+            )
+        );
+    }
+    for stack in [64, 512 * 1024] {
+        open(json!({"stack-kb": stack})).unwrap();
+    }
+}
+
+#[test]
+fn every_range_is_the_wire_table() {
+    for range in runbyte_plugin_api::wire::RANGES {
+        open(json!({ range.key: range.min })).unwrap();
+        open(json!({ range.key: range.max })).unwrap();
+        let error = open(json!({ range.key: range.max + 1 })).err().unwrap();
+        assert!(
+            error.contains(&format!("sandbox.limits.{}", range.key)),
+            "{error}"
+        );
+        assert!(
+            error.contains(&format!("{} to {}", range.min, range.max)),
+            "{error}"
+        );
+        if range.min > 0 {
+            assert!(
+                open(json!({ range.key: range.min - 1 })).is_err(),
+                "{}",
+                range.key
+            );
+        }
+    }
+    let error = open(json!({"servers": {"gh": {"max-tool-calls": 20_000_000}}}))
+        .err()
+        .unwrap();
+    assert!(
+        error.contains("`sandbox.limits.servers.gh.max-tool-calls = 20000000` is out of range"),
+        "{error}"
+    );
+}

@@ -48,11 +48,9 @@ pub(crate) use failure::{human_bytes, human_duration};
 use super::{
     Determinism, ErrorKind, ExecError, ModuleProvider, Turn,
     protocol::{EngineLimits, FromEngine, Report, ToEngine},
-    transpile::{EXEC_EXPORT, Transpiled},
+    transpile::{AGENT_MODULE, EXEC_EXPORT, Transpiled},
 };
 
-/// The module name of the agent's own program; its relative imports resolve from `/`.
-pub(crate) const AGENT_MODULE: &str = "agent.ts";
 /// Timers pending at once; more is a runaway program (each costs host memory outside the limit).
 const MAX_TIMERS: usize = 10_000;
 /// How often the running count of dropped console bytes is sent while output is being dropped.
