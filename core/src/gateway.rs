@@ -255,9 +255,7 @@ impl Gateway {
     /// it starts with (whose call then says why it cannot be made).
     pub async fn direct_target(&self, name: &str) -> Option<Result<(String, String), String>> {
         let (naming, _) = self.direct_naming(false).await;
-        naming
-            .target(name)
-            .or_else(|| names::longest_prefix(&self.config.direct_servers(), name).map(Ok))
+        names::resolve(&naming, &self.config.direct_servers(), name)
     }
 
     /// Reads the skills folder again (on a blocking thread) and serves what it holds under
@@ -310,18 +308,12 @@ impl Gateway {
     }
 
     /// The server and prompt a prompt name given to clients stands for, by the rule of
-    /// [`Gateway::prompts`]: when only one server's prefix fits the name it is that server's
-    /// (no two servers' prompts can share it); otherwise the prompts are listed to find the
-    /// one named so, and a name two would share is refused (`Err`). A name not listed goes
-    /// to the server with the longest prefix it starts with.
+    /// [`Gateway::direct_target`] ([`names::resolve`]): the prompt listed under it; for a name
+    /// two would share, why (`Err`); a name not listed goes to the server with the longest
+    /// prefix it starts with.
     pub async fn prompt_target(&self, name: &str) -> Option<Result<(String, String), String>> {
-        let prefixes = self.config.prefixes();
-        if names::candidates(&prefixes, name) > 1
-            && let Some(target) = self.prompt_naming().await.0.target(name)
-        {
-            return Some(target);
-        }
-        names::longest_prefix(&prefixes, name).map(Ok)
+        let (naming, _) = self.prompt_naming().await;
+        names::resolve(&naming, &self.config.prefixes(), name)
     }
 
     /// The configuration it started with.
