@@ -438,10 +438,10 @@ fn block_on_with(threads: Option<usize>, future: impl Future<Output = ExitCode>)
         builder.worker_threads(threads);
     }
     match builder.enable_all().build() {
-        Ok(gateway) => {
-            let code = gateway.block_on(future);
+        Ok(runtime) => {
+            let code = runtime.block_on(future);
             // Plugin threads blocked in I/O must not keep the process alive.
-            gateway.shutdown_timeout(std::time::Duration::from_millis(500));
+            runtime.shutdown_timeout(std::time::Duration::from_millis(500));
             code
         }
         Err(error) => fail(&format!("cannot start the async runtime: {error}")),

@@ -330,12 +330,10 @@ impl Session {
 }
 
 impl Session {
-    /// Runs one program: limits from the policies, the VFS's modules, the bridge to the Hub;
-    /// progress while it runs when the client asked for it; stopped when the client cancels.
-    ///
-    /// What a tool or policy asks of the user goes to this client (see [`crate::relay`]): over
-    /// a legacy session as a request; to a 2026-07-28 client as an `input_required` result,
-    /// whose retry (`request_state`, `input_responses`) resumes the execution.
+    /// Hands one program to the executor ([`execute::Executor::execute_code`]) with what it
+    /// needs of this client: who answers questions (a legacy session; a 2026-07-28 client is
+    /// asked with `input_required`, whose retry resumes the execution), where progress goes,
+    /// the trace parent and the request's cancellation.
     async fn execute_code(
         &self,
         args: &Value,
