@@ -61,7 +61,7 @@ fn demo_table(name: &str, delay: &str) -> String {
 static HUB: LazyLock<Arc<Gateway>> = LazyLock::new(|| {
     TOKIO.block_on(async {
         let runtime = Gateway::hub_only(config(&demo_table("demo", "0")));
-        runtime.hub.start().await;
+        runtime.hub().start().await;
         runtime
     })
 });
@@ -80,7 +80,7 @@ static BARE: LazyLock<RunningService<RoleClient, ()>> = LazyLock::new(|| {
 /// pump), in one task.
 #[divan::bench(sample_count = 20)]
 fn hub_1000_sequential_calls() {
-    let hub = &HUB.hub;
+    let hub = &HUB.hub();
     TOKIO.block_on(async {
         for _ in 0..1000 {
             let args = json!({"message": "hello"});
@@ -110,12 +110,12 @@ fn issue_value(result: rmcp::model::CallToolResult) -> serde_json::Value {
     serde_json::from_str(text).unwrap()
 }
 
-static INFERRED: LazyLock<Inferred> = LazyLock::new(|| Inferred::new(&HUB.config, None));
+static INFERRED: LazyLock<Inferred> = LazyLock::new(|| Inferred::new(HUB.config(), None));
 
 /// 100 calls of `get_issue` (no `outputSchema`, JSON text), each answer parsed...
 #[divan::bench(sample_count = 20)]
 fn get_issue_100_calls() {
-    let hub = &HUB.hub;
+    let hub = &HUB.hub();
     TOKIO.block_on(async {
         for id in 0..100u64 {
             let args = json!({"id": id % 8 + 1});
@@ -130,7 +130,7 @@ fn get_issue_100_calls() {
 /// ...and the same with each answer's shape recorded, as a program's calls are.
 #[divan::bench(sample_count = 20)]
 fn get_issue_100_calls_recorded() {
-    let hub = &HUB.hub;
+    let hub = &HUB.hub();
     let inferred = &*INFERRED;
     TOKIO.block_on(async {
         let tool = hub.tool("demo", "get_issue").await.unwrap();
@@ -150,7 +150,7 @@ fn get_issue_100_calls_recorded() {
 /// threads; the counts awaited at the end, as an execution's are before its summary).
 #[divan::bench(sample_count = 20)]
 fn get_issue_100_calls_recorded_and_counted() {
-    let hub = &HUB.hub;
+    let hub = &HUB.hub();
     let inferred = &*INFERRED;
     runbyte_core::tokens::warm();
     TOKIO.block_on(async {
@@ -172,7 +172,7 @@ fn get_issue_100_calls_recorded_and_counted() {
 /// Recording one `get_issue` answer's shape: the walk, the merge, the lock.
 #[divan::bench]
 fn record_one_issue(bencher: divan::Bencher) {
-    let hub = &HUB.hub;
+    let hub = &HUB.hub();
     let inferred = &*INFERRED;
     let (tool, value) = TOKIO.block_on(async {
         let tool = hub.tool("demo", "get_issue").await.unwrap();
@@ -190,7 +190,7 @@ fn record_one_issue(bencher: divan::Bencher) {
 /// 100 concurrent calls to a tool that sleeps 100 ms: the target is under 300 ms.
 #[divan::bench(sample_count = 10)]
 fn concurrent_100_sleeps_of_100ms() {
-    let hub = &HUB.hub;
+    let hub = &HUB.hub();
     TOKIO.block_on(async {
         let calls =
             (0..100).map(|_| hub.call("demo", "sleep", json!({"ms": 100}), CallOptions::default()));
@@ -218,11 +218,11 @@ fn start_five_slow_servers() {
 fn start(tables: &str) {
     TOKIO.block_on(async {
         let runtime = Gateway::hub_only(config(tables));
-        runtime.hub.start().await;
-        for view in runtime.hub.servers().await {
+        runtime.hub().start().await;
+        for view in runtime.hub().servers().await {
             assert!(!view.tools.is_empty(), "{} did not start", view.name);
         }
-        runtime.hub.shutdown().await;
+        runtime.hub().shutdown().await;
         tokio::time::sleep(Duration::from_millis(10)).await;
     });
 }

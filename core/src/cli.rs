@@ -494,23 +494,22 @@ async fn serve(config: Config, listen: Option<String>, bind: Option<String>) -> 
         Ok(options) => options,
         Err(error) => return fail(&error),
     };
-    let runtime = match Gateway::new(config) {
-        Ok(runtime) => runtime,
+    let gateway = match Gateway::new(config) {
+        Ok(gateway) => gateway,
         Err(error) => return fail(&error.to_string()),
     };
-    let starting = runtime.clone();
+    let starting = gateway.clone();
     tokio::spawn(async move { starting.start().await });
     // SIGTERM or Ctrl-C (a client closing Runbyte, a service manager stopping it) ends serving
     // the same way a closed stdin does: downstream servers' process groups are stopped too.
     let result = tokio::select! {
-        result = server::serve(runtime.clone(), ServeOptions { listen, options }) => result,
+        result = server::serve(gateway.clone(), ServeOptions { listen, options }) => result,
         signal = shutdown_signal() => {
             tracing::info!("{signal}: shutting down");
             Ok(())
         }
     };
-    runtime.hub.shutdown().await;
-    runtime.telemetry.shutdown().await;
+    gateway.shutdown().await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error.to_string()),
@@ -652,9 +651,9 @@ async fn check(config: Config) -> ExitCode {
         }
         seen.push((kind, name));
     }
-    let runtime = Gateway::hub_only(config);
-    runtime.hub.start().await;
-    for view in runtime.hub.servers().await {
+    let gateway = Gateway::hub_only(config);
+    gateway.hub().start().await;
+    for view in gateway.hub().servers().await {
         match view.status {
             Status::Ready => {
                 say!(
@@ -677,7 +676,7 @@ async fn check(config: Config) -> ExitCode {
             }
         }
     }
-    runtime.hub.shutdown().await;
+    gateway.shutdown().await;
     if problems == 0 {
         say!("all OK");
         ExitCode::SUCCESS
@@ -693,18 +692,18 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
         .enabled_servers()
         .map(|(name, _)| (name.clone(), config.exposure(name)))
         .collect();
-    let runtime = Gateway::hub_only(config);
+    let gateway = Gateway::hub_only(config);
     if let Some(server) = &only
-        && !runtime.hub.server_names().contains(server)
+        && !gateway.hub().server_names().contains(server)
     {
         return fail(&format!(
             "unknown server `{server}`; the servers are: {}",
-            runtime.hub.server_names().join(", ")
+            gateway.hub().server_names().join(", ")
         ));
     }
-    runtime.hub.start().await;
+    gateway.hub().start().await;
     let mut code = ExitCode::SUCCESS;
-    for view in runtime.hub.servers().await {
+    for view in gateway.hub().servers().await {
         if only.as_ref().is_some_and(|only| *only != view.name) {
             continue;
         }
@@ -746,7 +745,7 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
         }
     }
     // Direct names no tool got (Runbyte's own, shared, not an MCP tool name): said once.
-    for (name, why) in runtime.direct_left_out().await {
+    for (name, why) in gateway.direct_left_out().await {
         if only
             .as_ref()
             .is_some_and(|only| !why.contains(&format!("server `{only}`")))
@@ -755,7 +754,7 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
         }
         println!("direct name {} (hidden: {why})", name.escape_debug());
     }
-    runtime.hub.shutdown().await;
+    gateway.shutdown().await;
     code
 }
 
@@ -772,20 +771,21 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
             Err(error) => return fail(&format!("cannot read {}: {error}", file.display())),
         }
     };
-    let runtime = match Gateway::new(config) {
-        Ok(runtime) => runtime,
+    let gateway = match Gateway::new(config) {
+        Ok(gateway) => gateway,
         Err(error) => return fail(&error.to_string()),
     };
-    runtime.start().await;
-    let result = match crate::execute::prepare(
-        &runtime,
-        "cli",
-        None,
-        None,
-        crate::execute::Resumable::No,
-        crate::telemetry::Parent::default(),
-    )
-    .await
+    gateway.start().await;
+    let executor = gateway.executor();
+    let result = match executor
+        .prepare(
+            "cli",
+            None,
+            None,
+            crate::execute::Resumable::No,
+            crate::telemetry::Parent::default(),
+        )
+        .await
     {
         Ok(prepared) => {
             // SIGINT or SIGTERM stops the program; the servers are then stopped below, as after
@@ -797,15 +797,14 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
                 tracing::info!("{signal}: stopping the program");
                 on_signal.cancel();
             });
-            crate::execute::run(&runtime, "cli", &prepared, code, cancel).await
+            executor.run("cli", &prepared, code, cancel).await
         }
         Err(message) => {
-            runtime.hub.shutdown().await;
+            gateway.shutdown().await;
             return fail(&message);
         }
     };
-    runtime.hub.shutdown().await;
-    runtime.telemetry.shutdown().await;
+    gateway.shutdown().await;
     for block in &result.content {
         match block.as_text() {
             Some(text) => say!("{}", text.text),
@@ -824,13 +823,13 @@ async fn vfs_command(
     config: Config,
     question: impl FnOnce(&crate::vfs::Snapshot) -> Result<String, String>,
 ) -> ExitCode {
-    let runtime = match Gateway::new(config) {
-        Ok(runtime) => runtime,
+    let gateway = match Gateway::new(config) {
+        Ok(gateway) => gateway,
         Err(error) => return fail(&error.to_string()),
     };
-    runtime.start().await;
-    let answer = question(&runtime.vfs.snapshot());
-    runtime.hub.shutdown().await;
+    gateway.start().await;
+    let answer = question(&gateway.vfs().snapshot());
+    gateway.shutdown().await;
     match answer {
         Ok(text) => {
             say_part!("{text}");
@@ -931,9 +930,9 @@ async fn probe(
     config.servers = [("probe".to_owned(), server)].into_iter().collect();
     let accounts = Accounts::in_memory(&config);
     let account = accounts.get("probe").cloned();
-    let runtime: Arc<Gateway> = Gateway::hub_only_with(config, accounts);
-    runtime.hub.start().await;
-    let Some(mut view) = runtime.hub.server("probe").await else {
+    let gateway: Arc<Gateway> = Gateway::hub_only_with(config, accounts);
+    gateway.hub().start().await;
+    let Some(mut view) = gateway.hub().server("probe").await else {
         return fail("the server did not start");
     };
     // It asks for OAuth: log in on the spot, then connect again (again if its authorization
@@ -946,14 +945,14 @@ async fn probe(
             break;
         }
         if let Err(error) = probe_login(account).await {
-            runtime.hub.shutdown().await;
+            gateway.shutdown().await;
             return fail(&error);
         }
-        let _ = runtime.hub.connect_now("probe").await;
-        view = runtime.hub.server("probe").await.unwrap_or(view);
+        let _ = gateway.hub().connect_now("probe").await;
+        view = gateway.hub().server("probe").await.unwrap_or(view);
     }
     if let Status::Failed { error, .. } = &view.status {
-        runtime.hub.shutdown().await;
+        gateway.shutdown().await;
         return fail(&format!("{url}: {error}"));
     }
     say!(
@@ -979,8 +978,8 @@ async fn probe(
                 asker: Some(asker.clone()),
                 ..CallOptions::default()
             };
-            let outcome = runtime
-                .hub
+            let outcome = gateway
+                .hub()
                 .call("probe", &tool, arguments.clone(), options)
                 .await;
             // More scope asked for (HTTP 403, insufficient_scope): log in again for it.
@@ -1017,7 +1016,7 @@ async fn probe(
             }
         }
     }
-    runtime.hub.shutdown().await;
+    gateway.shutdown().await;
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -1135,12 +1134,12 @@ async fn call(config: Config, server: &str, tool: &str, args: &str) -> ExitCode 
         Ok(args) => args,
         Err(error) => return fail(&format!("the arguments are not valid JSON: {error}")),
     };
-    let runtime: Arc<Gateway> = Gateway::hub_only(config);
-    let result = runtime
-        .hub
+    let gateway: Arc<Gateway> = Gateway::hub_only(config);
+    let result = gateway
+        .hub()
         .call(server, tool, args, CallOptions::default())
         .await;
-    runtime.hub.shutdown().await;
+    gateway.shutdown().await;
     match result {
         Ok(result) => {
             let failed = result.is_error == Some(true);

@@ -266,9 +266,9 @@ async fn servers(report: &mut Report, config: Config) {
         );
         return;
     }
-    let runtime = Gateway::hub_only(config);
-    runtime.hub.start().await;
-    for view in runtime.hub.servers().await {
+    let gateway = Gateway::hub_only(config);
+    gateway.hub().start().await;
+    for view in gateway.hub().servers().await {
         match &view.status {
             Status::Ready => report.line(
                 "server",
@@ -302,7 +302,7 @@ async fn servers(report: &mut Report, config: Config) {
             ),
         }
     }
-    runtime.hub.shutdown().await;
+    gateway.shutdown().await;
 }
 
 fn client_line(report: &mut Report, client: Client) {

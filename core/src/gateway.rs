@@ -6,7 +6,6 @@ pub mod names;
 
 use std::sync::Arc;
 
-use rmcp::model::CallToolResult;
 use tokio::sync::watch;
 
 use crate::{
@@ -15,12 +14,11 @@ use crate::{
     codegen::CodegenDriver,
     config::Config,
     exe::runbyte_exe,
+    execute::{Executor, Gate, Parts, StateSettings},
     hub::{Hub, Transports},
     infer::Inferred,
     plugin::{self, PluginError, PluginSearch, PolicyPlugin},
-    relay::Paused,
-    sandbox::{Sandbox, SandboxOptions},
-    state_store::StateStore,
+    sandbox::SandboxOptions,
     telemetry::Telemetry,
     vfs::Vfs,
 };
@@ -45,43 +43,30 @@ pub enum StartError {
     StateStore(String),
 }
 
-/// Everything a running Runbyte holds.
+/// Everything a running Runbyte holds: it builds the rooms (the Hub, the VFS and its codegen
+/// driver, the executor) and hands each what it needs; callers reach them through its methods.
 pub struct Gateway {
     /// The configuration it started with.
-    pub config: Arc<Config>,
-    /// Where plugins are found.
-    pub search: PluginSearch,
+    config: Arc<Config>,
     /// The transport plugins, opened on first use.
-    pub transports: Arc<Transports>,
+    transports: Arc<Transports>,
     /// The downstream servers.
-    pub hub: Hub,
+    hub: Hub,
     /// The virtual filesystem.
-    pub vfs: Arc<Vfs>,
+    vfs: Arc<Vfs>,
     /// The codegen driver, when the gateway serves the VFS.
-    pub codegen: Option<Arc<CodegenDriver>>,
-    /// The policies, in order.
-    pub policies: Vec<PolicyPlugin>,
-    /// The audit log, when one is configured.
-    pub audit: Option<AuditLog>,
+    codegen: Option<Arc<CodegenDriver>>,
     /// The saved skills' folder.
-    pub skills: crate::skills::Skills,
+    skills: crate::skills::Skills,
     /// Traces and metrics (all off unless `[telemetry]` turns them on).
-    pub telemetry: Telemetry,
-    /// What was learned of untyped tools' results, when the gateway serves the VFS.
-    pub inferred: Option<Arc<Inferred>>,
-    /// Each client session's token totals.
-    pub tokens: crate::tokens::Ledger,
-    sandbox: std::sync::OnceLock<Arc<Sandbox>>,
-    paused: std::sync::OnceLock<Result<Paused<CallToolResult>, String>>,
+    telemetry: Telemetry,
+    /// Programs, their pauses, and direct calls.
+    executor: Arc<Executor>,
     ready: watch::Receiver<bool>,
     ready_tx: watch::Sender<bool>,
     /// The warnings of [`names`], each said once.
     warned: names::Warned,
 }
-
-/// The longest a paused execution is kept for its client's answer; its own time limit ends it
-/// sooner.
-const PAUSED_KEEP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 impl Gateway {
     /// A gateway with only the Hub: for `runbyte tools` and `runbyte call`, which need no dialect
@@ -137,9 +122,10 @@ impl Gateway {
         );
         // A key file or a store that cannot be used is a start-up error, not a surprise at the
         // first pause.
-        gateway.state_store().map_err(StartError::StateStore)?;
-        if gateway.config.server.state_key_file.is_some() {
-            gateway.paused().map_err(StartError::StateKey)?;
+        let state = state_settings(&gateway.config);
+        state.store().map_err(StartError::StateStore)?;
+        if state.key_file.is_some() {
+            gateway.executor.paused().map_err(StartError::StateKey)?;
         }
         Ok(gateway)
     }
@@ -154,7 +140,7 @@ impl Gateway {
         accounts: Accounts,
     ) -> Arc<Self> {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
-        let transports = Arc::new(Transports::new(&config, search.clone()));
+        let transports = Arc::new(Transports::new(&config, search));
         let hub = Hub::with_accounts(&config, transports.clone(), accounts);
         if let Some(metrics) = telemetry.metrics() {
             metrics.only_listed(hub.tool_lister());
@@ -177,21 +163,34 @@ impl Gateway {
         });
         let (ready_tx, ready) = watch::channel(false);
         let skills = crate::skills::Skills::new(config.server.skills_dir.as_deref());
+        let defaults = SandboxOptions::default();
+        let executor = Executor::new(Parts {
+            gate: Gate::new(hub.clone(), audit, telemetry.clone(), inferred),
+            policies,
+            vfs: vfs.clone(),
+            codegen: codegen.clone(),
+            sandbox: SandboxOptions {
+                worker_exe: runbyte_exe(),
+                workers: config.sandbox.workers.unwrap_or(defaults.workers),
+                queue: config.sandbox.queue.unwrap_or(defaults.queue),
+                ..defaults
+            },
+            direct_only: config
+                .enabled_servers()
+                .filter(|(name, _)| !config.exposure(name).in_code())
+                .map(|(name, _)| name.clone())
+                .collect(),
+            state: state_settings(&config),
+        });
         Arc::new(Gateway {
             skills,
             config: Arc::new(config),
-            search,
             transports,
             hub,
             vfs,
             codegen,
-            policies,
-            audit,
             telemetry,
-            inferred,
-            tokens: crate::tokens::Ledger::default(),
-            sandbox: std::sync::OnceLock::new(),
-            paused: std::sync::OnceLock::new(),
+            executor: Arc::new(executor),
             ready,
             ready_tx,
             warned: names::Warned::default(),
@@ -256,9 +255,7 @@ impl Gateway {
     /// it starts with (whose call then says why it cannot be made).
     pub async fn direct_target(&self, name: &str) -> Option<Result<(String, String), String>> {
         let (naming, _) = self.direct_naming(false).await;
-        naming
-            .target(name)
-            .or_else(|| names::longest_prefix(&self.config.direct_servers(), name).map(Ok))
+        names::resolve(&naming, &self.config.direct_servers(), name)
     }
 
     /// Reads the skills folder again (on a blocking thread) and serves what it holds under
@@ -311,73 +308,59 @@ impl Gateway {
     }
 
     /// The server and prompt a prompt name given to clients stands for, by the rule of
-    /// [`Gateway::prompts`]: when only one server's prefix fits the name it is that server's
-    /// (no two servers' prompts can share it); otherwise the prompts are listed to find the
-    /// one named so, and a name two would share is refused (`Err`). A name not listed goes
-    /// to the server with the longest prefix it starts with.
+    /// [`Gateway::direct_target`] ([`names::resolve`]): the prompt listed under it; for a name
+    /// two would share, why (`Err`); a name not listed goes to the server with the longest
+    /// prefix it starts with.
     pub async fn prompt_target(&self, name: &str) -> Option<Result<(String, String), String>> {
-        let prefixes = self.config.prefixes();
-        if names::candidates(&prefixes, name) > 1
-            && let Some(target) = self.prompt_naming().await.0.target(name)
-        {
-            return Some(target);
-        }
-        names::longest_prefix(&prefixes, name).map(Ok)
+        let (naming, _) = self.prompt_naming().await;
+        names::resolve(&naming, &self.config.prefixes(), name)
     }
 
-    /// The executions of 2026-07-28 clients that wait for the user's answer (see
-    /// [`crate::relay`]), made on first use.
-    pub fn paused(&self) -> Result<&Paused<CallToolResult>, String> {
-        self.paused
-            .get_or_init(|| Paused::new(PAUSED_KEEP, self.state_key()?, self.state_store()?))
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The configuration it started with.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
-    /// The shared `requestState` signing key, when `[server] state-key-file` names one.
-    fn state_key(&self) -> Result<Option<Vec<u8>>, String> {
-        let Some(path) = &self.config.server.state_key_file else {
-            return Ok(None);
-        };
-        let text = crate::config::read_private(path, "state key file")
-            .map_err(|e| format!("cannot read the state key file {}: {e}", path.display()))??;
-        let key = text.trim().as_bytes().to_vec();
-        if key.len() < 32 {
-            return Err(format!(
-                "the state key in {} is too short (at least 32 characters; make one with \
-                 `head -c 32 /dev/urandom | base64 > {} && chmod 600 {}`)",
-                path.display(),
-                path.display(),
-                path.display()
-            ));
-        }
-        Ok(Some(key))
+    /// The transport plugins (their listeners serve clients).
+    pub fn transports(&self) -> &Arc<Transports> {
+        &self.transports
     }
 
-    /// The shared store of large journals and replay claims, when `[server] state-store` names
-    /// one (nothing connects yet).
-    fn state_store(&self) -> Result<Option<StateStore>, String> {
-        self.config
-            .server
-            .state_store
-            .as_deref()
-            .map(StateStore::open)
-            .transpose()
+    /// The downstream servers.
+    pub fn hub(&self) -> &Hub {
+        &self.hub
     }
 
-    /// The sandbox, its worker pool started on first use.
-    pub fn sandbox(&self) -> Arc<Sandbox> {
-        self.sandbox
-            .get_or_init(|| {
-                let defaults = SandboxOptions::default();
-                Arc::new(Sandbox::new(SandboxOptions {
-                    worker_exe: runbyte_exe(),
-                    workers: self.config.sandbox.workers.unwrap_or(defaults.workers),
-                    queue: self.config.sandbox.queue.unwrap_or(defaults.queue),
-                    ..defaults
-                }))
-            })
-            .clone()
+    /// The virtual filesystem.
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    /// The saved skills' folder.
+    pub fn skills(&self) -> &crate::skills::Skills {
+        &self.skills
+    }
+
+    /// Traces and metrics.
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    /// Runs programs, their pauses and resumptions, and direct calls.
+    pub fn executor(&self) -> &Arc<Executor> {
+        &self.executor
+    }
+
+    /// A client session ended: its share of the servers and its token totals go.
+    pub async fn end_session(&self, session: &str) {
+        self.hub.end_session(session).await;
+        self.executor.forget(session);
+    }
+
+    /// Stops the servers and sends what telemetry holds: the last thing a command does.
+    pub async fn shutdown(&self) {
+        self.hub.shutdown().await;
+        self.telemetry.shutdown().await;
     }
 
     /// Connects every server and generates the VFS; then keeps the VFS in step. Returns once
@@ -397,7 +380,7 @@ impl Gateway {
         // A store that does not answer is told at start, not at the first large pause; nothing
         // waits on it (a pause without it resumes only on its replica).
         if self.config.server.state_store.is_some()
-            && let Ok(paused) = self.paused()
+            && let Ok(paused) = self.executor.paused()
             && let Some(store) = paused.store().cloned()
         {
             tokio::spawn(async move {
@@ -415,5 +398,13 @@ impl Gateway {
     pub async fn ready(&self) {
         let mut ready = self.ready.clone();
         let _ = ready.wait_for(|ready| *ready).await;
+    }
+}
+
+/// Where paused executions' state is signed and shared, as `[server]` says.
+fn state_settings(config: &Config) -> StateSettings {
+    StateSettings {
+        key_file: config.server.state_key_file.clone(),
+        store: config.server.state_store.clone(),
     }
 }

@@ -141,13 +141,13 @@ async fn sequential_calls() {
     let dir = TempDir::new("bench-sequential");
     dir.write("runbyte.toml", &config_with(""));
     let runtime = Gateway::hub_only(parse_config(dir.path(), &config_with("")));
-    runtime.hub.start().await;
+    runtime.hub().start().await;
     let mut direct = Vec::new();
     for round in 0..6 {
         let started = Instant::now();
         for _ in 0..100 {
             runtime
-                .hub
+                .hub()
                 .call(
                     "demo",
                     "echo",
@@ -161,7 +161,7 @@ async fn sequential_calls() {
             direct.push(started.elapsed());
         }
     }
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
     let client = stdio_client(&dir).await;
     let program = json!({"code": "import { echo } from './servers/demo';\nfor (let i = 0; i < 100; i++) await echo({ message: 'x' });"});
     let mut program_runs = timed(&client, "execute_code", &program, 6)
@@ -231,16 +231,16 @@ async fn sizes() {
     .await;
     client.cancel().await.unwrap();
     let runtime = Gateway::hub_only(parse_config(dir.path(), &config_with(&extra)));
-    runtime.hub.start().await;
+    runtime.hub().start().await;
     let mut downstream = 0;
     let mut count = 0;
-    for view in runtime.hub.servers().await {
+    for view in runtime.hub().servers().await {
         count += view.tools.len();
         downstream += serde_json::to_string(&json!({"tools": view.tools.as_ref()}))
             .unwrap()
             .len();
     }
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
     row(
         "Runbyte tools/list",
         &format!("{own} B"),

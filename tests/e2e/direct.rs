@@ -122,3 +122,67 @@ async fn a_direct_servers_new_tools_are_listed() {
     }
     assert!(grew, "t_added_1 never appeared in tools/list");
 }
+
+/// A direct call passes the same gate as a program's: the shape of an untyped result is
+/// learned (the module's `Result` is typed from it) and its tokens count in the session's
+/// totals, which the next execution's summary tells.
+#[tokio::test]
+async fn a_direct_call_types_the_result_and_counts_its_tokens() {
+    let dir = TempDir::new("direct-gate");
+    let config = config_with("").replace(
+        "args = [\"demo-server\"]\n",
+        "args = [\"demo-server\"]\nexpose = \"both\"\n",
+    );
+    dir.write("runbyte.toml", &config);
+    let client = client(&dir).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let module = "/servers/demo/get_issue.ts";
+    loop {
+        let (text, _) = call(&client, "read_file", json!({ "path": module })).await;
+        if text.contains("declares no output schema") {
+            assert!(!text.contains("inferred"), "{text}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let (issue, error) = call(&client, "demo_get_issue", json!({"id": 1})).await;
+    assert!(!error && issue.contains("title"), "{issue}");
+
+    loop {
+        let (text, _) = call(&client, "read_file", json!({ "path": module })).await;
+        if text.contains("inferred from 1 call") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never typed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The program reads no tool result: whatever the session consumed beyond it is the direct
+    // call's (counted apart from its answer, so it may show a moment later).
+    loop {
+        let (summary, error) = call(
+            &client,
+            "execute_code",
+            json!({"code": "export default 1;"}),
+        )
+        .await;
+        assert!(!error, "{summary}");
+        let (_, tail) = summary.rsplit_once("o200k_base tokens: ").unwrap();
+        let numbers: Vec<u64> = tail
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|part| !part.is_empty())
+            .map(|part| part.parse().unwrap())
+            .collect();
+        assert_eq!(numbers[1], 0, "{summary}");
+        if numbers[4] > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not counted: {summary}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.cancel().await.unwrap();
+}

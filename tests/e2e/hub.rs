@@ -21,7 +21,7 @@ fn text_of(result: &rmcp::model::CallToolResult) -> String {
 
 async fn start(dir: &TempDir, tables: &[String]) -> std::sync::Arc<Gateway> {
     let runtime = Gateway::hub_only(parse_config(dir.path(), &config_of(tables)));
-    runtime.hub.start().await;
+    runtime.hub().start().await;
     runtime
 }
 
@@ -47,7 +47,7 @@ async fn broken_servers_fail_by_name_while_the_others_answer() {
         started.elapsed()
     );
     let status = |name: &str| {
-        let hub = runtime.hub.clone();
+        let hub = runtime.hub().clone();
         let name = name.to_owned();
         async move { hub.server(&name).await.unwrap().status }
     };
@@ -80,7 +80,7 @@ async fn broken_servers_fail_by_name_while_the_others_answer() {
 
     for server in ["good", "garbage"] {
         let result = runtime
-            .hub
+            .hub()
             .call(
                 server,
                 "echo",
@@ -92,7 +92,7 @@ async fn broken_servers_fail_by_name_while_the_others_answer() {
         assert_eq!(text_of(&result), "hi");
     }
     let error = runtime
-        .hub
+        .hub()
         .call("crashes", "echo", json!({}), CallOptions::default())
         .await
         .unwrap_err();
@@ -103,7 +103,7 @@ async fn broken_servers_fail_by_name_while_the_others_answer() {
             .starts_with("server `crashes` is unavailable"),
         "{error}"
     );
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
 }
 
 #[tokio::test]
@@ -111,7 +111,7 @@ async fn arguments_are_checked_against_the_schema_before_sending() {
     let dir = TempDir::new("hub-validate");
     let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
     let error = runtime
-        .hub
+        .hub()
         .call(
             "t",
             "add",
@@ -129,7 +129,7 @@ async fn arguments_are_checked_against_the_schema_before_sending() {
         "{error}"
     );
     let error = runtime
-        .hub
+        .hub()
         .call("t", "ad", json!({}), CallOptions::default())
         .await
         .unwrap_err();
@@ -140,7 +140,7 @@ async fn arguments_are_checked_against_the_schema_before_sending() {
         "{error}"
     );
     let error = runtime
-        .hub
+        .hub()
         .call("nope", "add", json!({}), CallOptions::default())
         .await
         .unwrap_err();
@@ -151,7 +151,7 @@ async fn arguments_are_checked_against_the_schema_before_sending() {
         "{error}"
     );
     let result = runtime
-        .hub
+        .hub()
         .call("t", "add", json!({"a": 1, "b": 2}), CallOptions::default())
         .await
         .unwrap();
@@ -159,7 +159,7 @@ async fn arguments_are_checked_against_the_schema_before_sending() {
         serde_json::from_str::<Value>(&text_of(&result)).unwrap(),
         json!({"sum": 3})
     );
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
 }
 
 #[tokio::test]
@@ -168,13 +168,13 @@ async fn a_server_that_dies_mid_call_fails_that_call_at_once_and_restarts_on_the
     let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
     let first_pid = text_of(
         &runtime
-            .hub
+            .hub()
             .call("t", "pid", json!({}), CallOptions::default())
             .await
             .unwrap(),
     );
     let slow = {
-        let hub = runtime.hub.clone();
+        let hub = runtime.hub().clone();
         tokio::spawn(async move {
             hub.call("t", "slow", json!({"ms": 20000}), CallOptions::default())
                 .await
@@ -183,7 +183,7 @@ async fn a_server_that_dies_mid_call_fails_that_call_at_once_and_restarts_on_the
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
     let error = runtime
-        .hub
+        .hub()
         .call("t", "crash", json!({"code": 9}), CallOptions::default())
         .await
         .unwrap_err();
@@ -206,13 +206,13 @@ async fn a_server_that_dies_mid_call_fails_that_call_at_once_and_restarts_on_the
     );
     let second_pid = text_of(
         &runtime
-            .hub
+            .hub()
             .call("t", "pid", json!({}), CallOptions::default())
             .await
             .unwrap(),
     );
     assert_ne!(first_pid, second_pid, "not restarted");
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
 }
 
 #[tokio::test]
@@ -224,7 +224,7 @@ async fn a_call_past_its_timeout_is_cancelled_downstream() {
         ..CallOptions::default()
     };
     let error = runtime
-        .hub
+        .hub()
         .call("t", "hang", json!({}), options)
         .await
         .unwrap_err();
@@ -237,7 +237,7 @@ async fn a_call_past_its_timeout_is_cancelled_downstream() {
     for _ in 0..50 {
         count = text_of(
             &runtime
-                .hub
+                .hub()
                 .call("t", "cancelled_count", json!({}), CallOptions::default())
                 .await
                 .unwrap(),
@@ -248,7 +248,7 @@ async fn a_call_past_its_timeout_is_cancelled_downstream() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(count.contains('1'), "cancellations seen: {count}");
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
 }
 
 #[tokio::test]
@@ -265,12 +265,12 @@ async fn list_changed_relists_and_tells_subscribers() {
             )],
         )
         .await;
-        let view = runtime.hub.server("t").await.unwrap();
+        let view = runtime.hub().server("t").await.unwrap();
         assert_eq!(view.protocol.as_deref(), Some(protocol));
         let before = view.tools.len();
-        let mut events = runtime.hub.subscribe();
+        let mut events = runtime.hub().subscribe();
         runtime
-            .hub
+            .hub()
             .call("t", "change_tools", json!({}), CallOptions::default())
             .await
             .unwrap();
@@ -279,10 +279,10 @@ async fn list_changed_relists_and_tells_subscribers() {
             .unwrap_or_else(|_| panic!("{protocol}: no change event"))
             .unwrap();
         assert_eq!(event, HubEvent::ToolsChanged { server: "t".into() });
-        let after = runtime.hub.server("t").await.unwrap().tools;
+        let after = runtime.hub().server("t").await.unwrap().tools;
         assert_eq!(after.len(), before + 1, "{protocol}");
         assert!(after.iter().any(|t| t.name.starts_with("added_")));
-        runtime.hub.shutdown().await;
+        runtime.hub().shutdown().await;
     }
 }
 
@@ -303,7 +303,7 @@ async fn each_server_is_spoken_to_in_the_revision_it_offers() {
     )
     .await;
     let view = |name: &str| {
-        let hub = runtime.hub.clone();
+        let hub = runtime.hub().clone();
         let name = name.to_owned();
         async move { hub.server(&name).await.unwrap() }
     };
@@ -316,7 +316,7 @@ async fn each_server_is_spoken_to_in_the_revision_it_offers() {
         assert_eq!(server.status, Status::Ready, "{name}");
         assert_eq!(server.protocol.as_deref(), Some(protocol), "{name}");
         let echoed = runtime
-            .hub
+            .hub()
             .call(
                 name,
                 "echo",
@@ -334,7 +334,7 @@ async fn each_server_is_spoken_to_in_the_revision_it_offers() {
         error.contains("supports MCP") && error.contains("not 2026-07-28"),
         "{error}"
     );
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
 }
 
 #[tokio::test]
@@ -356,10 +356,10 @@ async fn pagination_huge_results_and_concurrent_calls() {
         )],
     )
     .await;
-    let tools = runtime.hub.server("t").await.unwrap().tools;
+    let tools = runtime.hub().server("t").await.unwrap().tools;
     assert!(tools.len() > 120, "{} tools", tools.len());
     let result = runtime
-        .hub
+        .hub()
         .call(
             "t",
             "huge",
@@ -372,7 +372,7 @@ async fn pagination_huge_results_and_concurrent_calls() {
     let started = Instant::now();
     let calls = (0..50).map(|_| {
         runtime
-            .hub
+            .hub()
             .call("t", "slow", json!({"ms": 200}), CallOptions::default())
     });
     for result in futures::future::join_all(calls).await {
@@ -384,7 +384,7 @@ async fn pagination_huge_results_and_concurrent_calls() {
         "took {:?}",
         started.elapsed()
     );
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
 }
 
 #[tokio::test]
@@ -398,7 +398,7 @@ async fn children_get_a_scrubbed_environment_and_die_with_their_group() {
     )
     .await;
     let env = |name: &str| {
-        let hub = runtime.hub.clone();
+        let hub = runtime.hub().clone();
         let name = name.to_owned();
         async move {
             text_of(
@@ -413,7 +413,7 @@ async fn children_get_a_scrubbed_environment_and_die_with_their_group() {
     assert_ne!(env("PATH").await, "null");
     let grandchild: u32 = text_of(
         &runtime
-            .hub
+            .hub()
             .call("t", "spawn_grandchild", json!({}), CallOptions::default())
             .await
             .unwrap(),
@@ -422,7 +422,7 @@ async fn children_get_a_scrubbed_environment_and_die_with_their_group() {
     .parse()
     .unwrap();
     assert!(is_running(grandchild));
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while is_running(grandchild) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -438,7 +438,7 @@ async fn share_session_gives_each_client_session_its_own_process() {
     let dir = TempDir::new("hub-share");
     let runtime = start(&dir, &[test_server_table("s", &[], "share = \"session\"")]).await;
     let pid = |session: &str| {
-        let hub = runtime.hub.clone();
+        let hub = runtime.hub().clone();
         let options = CallOptions {
             session: Some(session.to_owned()),
             ..CallOptions::default()
@@ -448,9 +448,9 @@ async fn share_session_gives_each_client_session_its_own_process() {
     let (a1, a2, b) = (pid("a").await, pid("a").await, pid("b").await);
     assert_eq!(a1, a2);
     assert_ne!(a1, b);
-    runtime.hub.end_session("a").await;
+    runtime.hub().end_session("a").await;
     assert_ne!(pid("a").await, a1);
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
 }
 
 #[test]
@@ -499,7 +499,7 @@ async fn a_request_too_large_to_send_fails_alone_and_the_connection_goes_on() {
     let runtime = start(&dir, &[test_server_table("t", &[], "")]).await;
     let pid = |runtime: std::sync::Arc<Gateway>| async move {
         let result = runtime
-            .hub
+            .hub()
             .call("t", "pid", json!({}), CallOptions::default())
             .await
             .unwrap();
@@ -511,10 +511,10 @@ async fn a_request_too_large_to_send_fails_alone_and_the_connection_goes_on() {
     let started = Instant::now();
     let (refused, beside) = tokio::join!(
         runtime
-            .hub
+            .hub()
             .call("t", "echo", json!({"message": big}), CallOptions::default()),
         runtime
-            .hub
+            .hub()
             .call("t", "slow", json!({"ms": 300}), CallOptions::default()),
     );
     let error = refused.unwrap_err().to_string();
@@ -532,8 +532,11 @@ async fn a_request_too_large_to_send_fails_alone_and_the_connection_goes_on() {
     beside.unwrap();
     // The same process answers: the connection was never closed.
     assert_eq!(pid(runtime.clone()).await, before);
-    assert_eq!(runtime.hub.server("t").await.unwrap().status, Status::Ready);
-    runtime.hub.shutdown().await;
+    assert_eq!(
+        runtime.hub().server("t").await.unwrap().status,
+        Status::Ready
+    );
+    runtime.hub().shutdown().await;
 }
 
 #[tokio::test]
@@ -625,7 +628,7 @@ async fn a_server_still_connecting_holds_up_neither_readers_nor_calls_nor_shutdo
             ),
         ]),
     ));
-    let hub = runtime.hub.clone();
+    let hub = runtime.hub().clone();
     let starting = tokio::spawn({
         let hub = hub.clone();
         async move { hub.start().await }

@@ -39,7 +39,7 @@ fn recorded(record: &std::path::Path) -> Vec<Value> {
 
 async fn hub_of(dir: &TempDir, tables: &[String]) -> std::sync::Arc<Gateway> {
     let gateway = Gateway::hub_only(parse_config(dir.path(), &config_of(tables)));
-    tokio::time::timeout(Duration::from_secs(60), gateway.hub.start())
+    tokio::time::timeout(Duration::from_secs(60), gateway.hub().start())
         .await
         .expect("the servers did not start within a minute");
     gateway
@@ -56,14 +56,14 @@ async fn auto_falls_back_to_initialize_when_discover_gets_an_empty_result() {
     let dir = TempDir::new("ordinary-empty-discover");
     let record = dir.path().join("initialize.jsonl");
     let gateway = hub_of(&dir, &[legacy_table(&python, "legacy", &record, "")]).await;
-    let view = gateway.hub.server("legacy").await.unwrap();
+    let view = gateway.hub().server("legacy").await.unwrap();
     assert_eq!(view.status, Status::Ready, "{:?}", view.status);
     assert_eq!(view.protocol.as_deref(), Some("2025-11-25"));
     let initialized = recorded(&record);
     assert_eq!(initialized.len(), 1, "{initialized:?}");
     assert_eq!(initialized[0]["protocolVersion"], "2025-11-25");
     let result = gateway
-        .hub
+        .hub()
         .call(
             "legacy",
             "hello",
@@ -95,7 +95,7 @@ async fn a_pinned_legacy_revision_is_what_initialize_asks_for() {
         )],
     )
     .await;
-    let view = gateway.hub.server("pinned").await.unwrap();
+    let view = gateway.hub().server("pinned").await.unwrap();
     assert_eq!(view.status, Status::Ready, "{:?}", view.status);
     assert_eq!(view.protocol.as_deref(), Some("2025-11-25"));
     let initialized = recorded(&record);

@@ -241,9 +241,9 @@ async fn a_restarted_server_leaves_no_process_of_its_old_group() {
         dir.path(),
         &config_of(&[test_server_table("t", &[], "")]),
     ));
-    runtime.hub.start().await;
+    runtime.hub().start().await;
     let call = |tool: &'static str, args: Value| {
-        let hub = runtime.hub.clone();
+        let hub = runtime.hub().clone();
         async move { hub.call("t", tool, args, CallOptions::default()).await }
     };
     let number = |result: rmcp::model::CallToolResult| -> u32 {
@@ -258,6 +258,6 @@ async fn a_restarted_server_leaves_no_process_of_its_old_group() {
     let restarted = number(call("pid", json!({})).await.unwrap());
     assert_ne!(restarted, server);
     assert_gone(server, grandchild, "after the restart");
-    runtime.hub.shutdown().await;
+    runtime.hub().shutdown().await;
     assert_gone(restarted, grandchild, "after shutdown");
 }

@@ -2,23 +2,18 @@
 //! and its result turned into the value the program sees.
 
 use std::{
-    borrow::Cow,
     collections::HashMap,
     sync::{Arc, Mutex},
 };
 
 use futures::{FutureExt, future::BoxFuture};
-use opentelemetry::context::FutureExt as _;
 use rmcp::model::{CallToolResult, ContentBlock};
-use runbyte_plugin_api::wire;
 use serde_json::Value;
 
+use super::gate::{Caller, Gate, Position, Request};
 use crate::{
-    hub::{CallOptions, Hub},
-    policy::Judge,
     relay::{Asker, Asking, Origin, Point, Question, Recorded},
     sandbox::{Determinism, Observed, ToolBridge, ToolCall},
-    telemetry::{CallOutcome, Telemetry},
 };
 
 /// Counts of calls so far, for the policies' budgets.
@@ -51,22 +46,13 @@ impl Counts {
     }
 }
 
-/// Where one call stands in its execution: the calls made before it.
-#[derive(Clone, Copy)]
-struct Position {
-    calls: u64,
-    calls_to_server: u64,
-    calls_to_tool: u64,
-}
-
-/// The sandbox's door: each call passes every policy, then goes to the Hub.
+/// The sandbox's door: each call is counted, then passes the gate ([`Gate`]).
 pub struct HubBridge {
-    hub: Hub,
-    policies: Vec<Judge>,
-    session: String,
-    execution: String,
+    /// The one path of every call.
+    gate: Arc<Gate>,
+    /// The execution making the calls.
+    caller: Arc<Caller>,
     counts: Mutex<Counts>,
-    audit: Option<crate::audit::AuditLog>,
     /// Who answers what a tool or a policy asks of the user.
     asker: Option<Arc<dyn Asker>>,
     /// The calls made, when the execution may have to resume elsewhere.
@@ -74,15 +60,9 @@ pub struct HubBridge {
     /// The journal of an earlier run of this program, when this run is its replay.
     replay: Option<Arc<Replaying>>,
     /// Servers exposed to clients directly only (`expose = "direct"`): not to programs.
-    direct_only: Vec<String>,
-    /// Where each call's span and metrics go.
-    telemetry: Telemetry,
+    direct_only: Arc<[String]>,
     /// The execution's trace context: each call's span is its child.
     trace: opentelemetry::Context,
-    /// Where the shapes of untyped tools' results are recorded.
-    inferred: Option<Arc<crate::infer::Inferred>>,
-    /// The tokens of the results the program read, being counted.
-    tokens: Arc<crate::tokens::Pending>,
     /// Set when a replay took another path than the run it replays: the program is stopped.
     divergence: Arc<Divergence>,
 }
@@ -476,15 +456,15 @@ impl Asker for CallAsker {
 }
 
 impl HubBridge {
-    /// A bridge for one execution of `session`.
+    /// A bridge for one execution (`caller`) whose calls pass `gate`; `trace` is the
+    /// execution's span (each call's is its child), and programs may not call the servers in
+    /// `direct_only` (exposed to clients directly only).
     pub fn new(
-        hub: Hub,
-        policies: Vec<Judge>,
-        session: String,
-        execution: String,
-        audit: Option<crate::audit::AuditLog>,
+        gate: Arc<Gate>,
+        caller: Caller,
         asker: Option<Arc<dyn Asker>>,
         resumable: Resumable,
+        (trace, direct_only): (opentelemetry::Context, Arc<[String]>),
     ) -> Self {
         let (journal, replay) = match resumable {
             Resumable::No => (None, None),
@@ -500,20 +480,14 @@ impl HubBridge {
             ),
         };
         HubBridge {
-            hub,
-            policies,
-            session,
-            execution,
+            gate,
+            caller: Arc::new(caller),
             counts: Mutex::default(),
-            audit,
             asker,
             journal,
             replay,
-            direct_only: Vec::new(),
-            telemetry: Telemetry::default(),
-            trace: opentelemetry::Context::new(),
-            inferred: None,
-            tokens: Arc::default(),
+            direct_only,
+            trace,
             divergence: Arc::default(),
         }
     }
@@ -534,29 +508,13 @@ impl HubBridge {
         self.divergence.diverged().cloned()
     }
 
-    /// Traces each call as a child of `trace` (the execution's span) and counts it.
-    pub fn with_telemetry(mut self, telemetry: Telemetry, trace: opentelemetry::Context) -> Self {
-        self.telemetry = telemetry;
-        self.trace = trace;
-        self
-    }
-
     /// The tokens the tool results of this execution would have cost the model through direct
     /// calls, by server, once every count is done.
     pub async fn consumed(&self) -> std::collections::BTreeMap<String, crate::tokens::Count> {
-        self.tokens.by_server(crate::tokens::COUNT_WAIT).await
-    }
-
-    /// Records the shapes of untyped tools' results in `inferred`.
-    pub fn with_inference(mut self, inferred: Option<Arc<crate::infer::Inferred>>) -> Self {
-        self.inferred = inferred;
-        self
-    }
-
-    /// Refuses programs' calls to these servers (exposed to clients directly only).
-    pub fn with_direct_only(mut self, servers: Vec<String>) -> Self {
-        self.direct_only = servers;
-        self
+        self.caller
+            .tokens
+            .by_server(crate::tokens::COUNT_WAIT)
+            .await
     }
 
     /// The recorded result of call `index` when this run replays a journal that has it; an
@@ -611,116 +569,6 @@ impl HubBridge {
     pub fn calls(&self) -> u64 {
         self.counts.lock().map(|c| c.total).unwrap_or(0)
     }
-
-    async fn call_tool(
-        hub: Hub,
-        policies: Vec<Judge>,
-        asker: Option<Arc<dyn Asker>>,
-        (session, execution): (&str, &str),
-        position: Position,
-        call: ToolCall,
-        (watch, outcome): (Watch, &mut CallOutcome),
-    ) -> Result<Value, String> {
-        let Watch {
-            inferred,
-            tokens,
-            trace,
-        } = watch;
-        // A program's `readResource` (./servers/resources): judged as a call of this name.
-        let reads_resource = call.tool == crate::hub::READ_RESOURCE;
-        let spec = if reads_resource {
-            None
-        } else {
-            Some(
-                hub.tool(&call.server, &call.tool)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            )
-        };
-        let granted = if !policies
-            .iter()
-            .any(|judge| judge.judged.covers(&call.server))
-        {
-            None
-        } else {
-            let annotations = spec
-                .as_ref()
-                .and_then(|spec| spec.annotations.as_ref())
-                .map(|a| Cow::Owned(serde_json::to_value(a).unwrap_or(Value::Null)));
-            let asked = wire::Call {
-                server: Cow::Borrowed(&call.server),
-                tool: Cow::Borrowed(&call.tool),
-                arguments: Cow::Borrowed(&call.arguments),
-                annotations,
-                context: wire::CallContext {
-                    session: Cow::Borrowed(session),
-                    execution: Cow::Borrowed(execution),
-                    calls: position.calls,
-                    calls_to_server: position.calls_to_server,
-                    calls_to_tool: position.calls_to_tool,
-                },
-            };
-            crate::policy::check_call(&policies, &asked, call.time_left, asker.as_deref())
-                .await
-                .inspect_err(|_| *outcome = CallOutcome::Denied)?
-        };
-        if reads_resource {
-            return Self::read_resource(&hub, session, &call).await;
-        }
-        let options = CallOptions {
-            session: Some(session.to_owned()),
-            timeout: Some(granted.unwrap_or(call.timeout)),
-            asker,
-        };
-        // The span's context is current while the Hub sends: its `traceparent` goes downstream.
-        let answer = hub
-            .call(&call.server, &call.tool, call.arguments, options)
-            .with_context(trace)
-            .await;
-        *outcome = super::call_outcome(&answer);
-        let result = answer.map_err(|e| e.to_string())?;
-        tokens.add(&call.server, &result);
-        let value = map_result(&call.server, &call.tool, result)?;
-        if let (Some(inferred), Some(spec)) = (inferred, &spec) {
-            inferred.record(&call.server, spec, &value);
-        }
-        Ok(value)
-    }
-}
-
-/// What watches one call besides the audit log: the shapes of untyped results, the tokens of
-/// every result, and the trace the call's span belongs to.
-struct Watch {
-    inferred: Option<Arc<crate::infer::Inferred>>,
-    tokens: Arc<crate::tokens::Pending>,
-    trace: opentelemetry::Context,
-}
-
-impl HubBridge {
-    /// Reads a resource for a program: `arguments.uri` is Runbyte's URI, of the call's server.
-    /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`).
-    async fn read_resource(hub: &Hub, session: &str, call: &ToolCall) -> Result<Value, String> {
-        let uri = call
-            .arguments
-            .get("uri")
-            .and_then(Value::as_str)
-            .ok_or("readResource(uri): the URI must be a string")?;
-        match crate::hub::split_uri(uri) {
-            Some((server, _)) if server == call.server => {}
-            _ => {
-                return Err(format!(
-                    "readResource: `{uri}` is not a resource URI of server `{}` \
-                     (runbyte://{}/<uri>)",
-                    call.server, call.server
-                ));
-            }
-        }
-        let result = hub
-            .read_resource(uri, Some(session))
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(serde_json::to_value(result.contents).unwrap_or(Value::Null))
-    }
 }
 
 impl ToolBridge for HubBridge {
@@ -767,11 +615,6 @@ impl ToolBridge for HubBridge {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .count(&call.server, &call.tool);
-        let (hub, policies, session) = (
-            self.hub.clone(),
-            self.policies.clone(),
-            self.session.clone(),
-        );
         let index = position.calls;
         if let Some(why) = self.divergence.diverged() {
             return Box::pin(std::future::ready(Err(why.clone())));
@@ -779,12 +622,7 @@ impl ToolBridge for HubBridge {
         if let Some(replayed) = self.replayed(index, &call) {
             return Box::pin(std::future::ready(replayed));
         }
-        let audit = self.audit.clone();
-        let telemetry = self.telemetry.clone();
-        let span = telemetry.tool_call(&self.trace, &call.server, &call.tool);
-        let inferred = self.inferred.clone();
-        let tokens = self.tokens.clone();
-        let execution = self.execution.clone();
+        let (gate, caller, trace) = (self.gate.clone(), self.caller.clone(), self.trace.clone());
         let journal = self.journal.clone();
         // The journal's copy of the call, which the asker reads when the call asks.
         let recording = journal.as_ref().map(|journal| {
@@ -808,28 +646,17 @@ impl ToolBridge for HubBridge {
             if let Some((journal, ..)) = &recording {
                 Journal::enter(journal, index).await;
             }
-            let started = std::time::Instant::now();
-            let (server, tool) = (call.server.clone(), call.tool.clone());
-            let mut outcome = CallOutcome::Failed;
-            // An error may quote a server's URL or what it answered: redacted before the
-            // program (or the audit log) sees it.
-            let watch = Watch {
-                inferred,
-                tokens,
-                trace: span.context(),
-            };
-            let result = Self::call_tool(
-                hub,
-                policies,
-                asker,
-                (session.as_str(), execution.as_str()),
+            let request = Request {
+                reads_resource: call.tool == crate::hub::READ_RESOURCE,
+                server: call.server,
+                tool: call.tool,
+                arguments: call.arguments,
                 position,
-                call,
-                (watch, &mut outcome),
-            )
-            .await
-            .map_err(|error| crate::redact::redact(&error).into_owned());
-            telemetry.call_done(span, (&server, &tool), outcome);
+                timeout: call.timeout,
+                time_left: call.time_left,
+                keep_result: false,
+            };
+            let result = gate.call(&caller, asker, &trace, request).await.value;
             if let Some((journal, called)) = recording
                 && let Ok(mut journal) = journal.lock()
             {
@@ -848,16 +675,6 @@ impl ToolBridge for HubBridge {
                         arguments,
                         result,
                     },
-                );
-            }
-            if let Some(audit) = audit {
-                audit.tool_call(
-                    &session,
-                    &execution,
-                    &server,
-                    &tool,
-                    started.elapsed(),
-                    result.as_ref().err(),
                 );
             }
             result

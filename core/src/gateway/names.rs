@@ -126,10 +126,23 @@ pub fn name_all(
     (naming, warnings)
 }
 
-/// The server a name not listed is sent to (whose answer then says why it cannot be used: it
-/// is starting, or lists no such thing): the one with the longest prefix the name starts with
-/// and that leaves something after it.
-pub fn longest_prefix(prefixes: &[(String, String)], name: &str) -> Option<(String, String)> {
+/// The server and item a name clients use stands for, by the one rule for tools and prompts:
+/// the thing `naming` lists under it; for a name left out, why (`Err`); for a name never
+/// listed, the server with the longest prefix it starts with (whose answer then says why it
+/// cannot be used); `None` when no prefix fits.
+pub fn resolve(
+    naming: &Naming,
+    prefixes: &[(String, String)],
+    name: &str,
+) -> Option<Result<(String, String), String>> {
+    naming
+        .target(name)
+        .or_else(|| longest_prefix(prefixes, name).map(Ok))
+}
+
+/// The server a name not listed is sent to: the one with the longest prefix the name starts
+/// with and that leaves something after it.
+fn longest_prefix(prefixes: &[(String, String)], name: &str) -> Option<(String, String)> {
     prefixes
         .iter()
         .filter_map(|(server, prefix)| {
@@ -138,14 +151,6 @@ pub fn longest_prefix(prefixes: &[(String, String)], name: &str) -> Option<(Stri
         })
         .max_by_key(|(length, ..)| *length)
         .map(|(_, server, rest)| (server, rest))
-}
-
-/// The servers whose prefix `name` starts with (leaving something after it).
-pub fn candidates(prefixes: &[(String, String)], name: &str) -> usize {
-    prefixes
-        .iter()
-        .filter(|(_, prefix)| name.len() > prefix.len() && name.starts_with(prefix.as_str()))
-        .count()
 }
 
 /// Warnings said once each.
@@ -237,7 +242,55 @@ mod tests {
             Some(("a".to_owned(), "x".to_owned()))
         );
         assert_eq!(longest_prefix(&prefixes, "a_"), None);
-        assert_eq!(candidates(&prefixes, "a_b_x"), 2);
-        assert_eq!(candidates(&prefixes, "a_x"), 1);
+    }
+
+    /// Tools and prompts of the same servers, named alike, resolve every name the same way:
+    /// one listed, one two would share, one never listed, one no prefix fits.
+    #[test]
+    fn tools_and_prompts_resolve_a_name_the_same_way() {
+        let prefixes = vec![
+            ("a".to_owned(), "a_".to_owned()),
+            ("a_b".to_owned(), "a_b_".to_owned()),
+        ];
+        let things = || {
+            vec![
+                thing("a", "a_", "b_report"),
+                thing("a_b", "a_b_", "report"),
+                thing("a", "a_", "fine"),
+                thing("a_b", "a_b_", "fine"),
+            ]
+        };
+        let (tools, _) = name_all(things(), "tool", &OWN_TOOLS, true);
+        let (prompts, _) = name_all(things(), "prompt", &[], false);
+        for name in [
+            "a_fine",
+            "a_b_fine",
+            "a_b_report",
+            "a_b_unlisted",
+            "a_x",
+            "zzz",
+        ] {
+            let tool = resolve(&tools, &prefixes, name);
+            let prompt = resolve(&prompts, &prefixes, name);
+            assert_eq!(
+                tool.as_ref().map(Result::is_ok),
+                prompt.as_ref().map(Result::is_ok),
+                "{name}"
+            );
+            if let (Some(Ok(tool)), Some(Ok(prompt))) = (&tool, &prompt) {
+                assert_eq!(tool, prompt, "{name}");
+            }
+        }
+        let ok = |server: &str, item: &str| Some(Ok((server.to_owned(), item.to_owned())));
+        assert_eq!(resolve(&tools, &prefixes, "a_b_fine"), ok("a_b", "fine"));
+        assert_eq!(
+            resolve(&prompts, &prefixes, "a_b_unlisted"),
+            ok("a_b", "unlisted")
+        );
+        assert!(matches!(
+            resolve(&prompts, &prefixes, "a_b_report"),
+            Some(Err(_))
+        ));
+        assert_eq!(resolve(&tools, &prefixes, "zzz"), None);
     }
 }

@@ -17,31 +17,26 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
         CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
-        GetSkillResult, Implementation, InputRequiredResult, InputResponses, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-        LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
-        ReadResourceResult, ResourceContents, ResultType, ServerCapabilities, ServerConfig,
-        SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-        UnsubscribeRequestParams,
+        GetSkillResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListSkillsResult, ListToolsResult, LoggingLevel,
+        LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+        ProgressToken, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+        ResourceContents, ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext},
 };
 use serde_json::{Value, json};
 
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-
 use crate::{
-    execute,
-    execute::{Replaying, Resumable},
+    execute::{self, Retry},
     gateway::Gateway,
-    relay::{Asker, Event, Question, ResumeError, Resumed, RoundTrip, SessionAsker, Waiting},
+    relay::{Asker, SessionAsker},
     telemetry::{self, Parent},
 };
 
 use super::tools::{
-    self, ListDirectory, NotOwn, OwnTool, ReadFile, SaveSkill, SearchTools, required_str,
+    self, ExecuteCode, ListDirectory, NotOwn, OwnTool, ReadFile, SaveSkill, SearchTools,
 };
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).
@@ -129,7 +124,7 @@ impl Session {
     async fn settle(&self) {
         let longest = self
             .gateway
-            .config
+            .config()
             .enabled_servers()
             .map(|(_, server)| {
                 server.init_timeout_ms.map_or(
@@ -183,7 +178,7 @@ impl Session {
             .map(|mut subscribed| subscribed.drain().collect())
             .unwrap_or_default();
         for uri in uris {
-            let _ = self.gateway.hub.unsubscribe_resource(&uri).await;
+            let _ = self.gateway.hub().unsubscribe_resource(&uri).await;
         }
     }
 
@@ -203,7 +198,7 @@ impl Session {
 
     async fn list_directory(&self, call: ListDirectory<'_>) -> Result<String, String> {
         self.gateway
-            .vfs
+            .vfs()
             .settled(STARTUP_GRACE)
             .await
             .list(call.path, call.with_descriptions)
@@ -212,7 +207,7 @@ impl Session {
 
     async fn read_file(&self, call: ReadFile<'_>) -> Result<String, String> {
         let path = call.path.to_owned();
-        let snapshot = self.gateway.vfs.settled(STARTUP_GRACE).await;
+        let snapshot = self.gateway.vfs().settled(STARTUP_GRACE).await;
         // A saved skill is read from disk: on a blocking thread.
         let read = if snapshot.reads_disk(&path) {
             tokio::task::spawn_blocking(move || snapshot.read(&path))
@@ -227,7 +222,7 @@ impl Session {
 
     async fn search_tools(&self, call: SearchTools<'_>) -> Result<String, String> {
         let (query, limit) = (call.query, call.limit());
-        let snapshot = self.gateway.vfs.settled(STARTUP_GRACE).await;
+        let snapshot = self.gateway.vfs().settled(STARTUP_GRACE).await;
         let hits = snapshot.search(query, limit);
         if hits.is_empty() {
             return Ok(format!(
@@ -268,7 +263,7 @@ impl Session {
             },
             overwrite: call.overwrite,
         };
-        let skills = self.gateway.skills.clone();
+        let skills = self.gateway.skills().clone();
         let saved = tokio::task::spawn_blocking(move || skills.save(request))
             .await
             .map_err(|e| format!("saving failed: {e}"))??;
@@ -278,315 +273,56 @@ impl Session {
 }
 
 impl Session {
-    /// Runs one program: limits from the policies, the VFS's modules, the bridge to the Hub;
-    /// progress while it runs when the client asked for it; stopped when the client cancels.
-    ///
-    /// What a tool or policy asks of the user goes to this client (see [`crate::relay`]): over
-    /// a legacy session as a request; to a 2026-07-28 client as an `input_required` result,
-    /// whose retry (`request_state`, `input_responses`) resumes the execution.
+    /// Hands one program to the executor ([`execute::Executor::execute_code`]) with what it
+    /// needs of this client: who answers questions (a legacy session; a 2026-07-28 client is
+    /// asked with `input_required`, whose retry resumes the execution), where progress goes,
+    /// the trace parent and the request's cancellation.
     async fn execute_code(
         &self,
-        args: &Value,
+        call: ExecuteCode<'_>,
         retry: Retry,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let code = match required_str(args, "code") {
-            Ok(code) => code.to_owned(),
-            Err(message) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
-            }
+        let code = call.code.to_owned();
+        let client = execute::Client {
+            session: &self.session,
+            listener: Some(&self.listener),
+            fairness: &self.fairness,
+            asker: SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>),
+            capabilities: context.client_capabilities().unwrap_or_default(),
+            progress: PeerProgress::of(context),
+            parent: Parent::from_meta(&context.meta),
+            cancel: context.ct.clone(),
         };
-        if let Some(state) = retry.state {
-            return self.resume(&state, retry.answers, code, context).await;
-        }
-        let Some(session_asker) = SessionAsker::of(&context.peer) else {
-            return Ok(self.execute_stateless(code, None, context).await);
-        };
-        // No waiting for servers here: `execute::run` waits for those the program imports.
-        let asker: Arc<dyn Asker> = Arc::new(session_asker);
-        let prepared = match execute::prepare(
-            &self.gateway,
-            &self.session,
-            Some(&self.listener),
-            Some(asker),
-            Resumable::No,
-            Parent::from_meta(&context.meta),
-        )
-        .await
-        {
-            Ok(prepared) => prepared,
-            Err(message) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
-            }
-        };
-        let progress = progress_ticker(context, &prepared);
-        let result = execute::run(
-            &self.gateway,
-            &self.session,
-            &prepared,
-            code,
-            context.ct.clone(),
-        )
-        .await;
-        if let Some(progress) = progress {
-            progress.abort();
-        }
-        Ok(result.into())
-    }
-
-    /// Runs a program for a 2026-07-28 client: apart from the request, so that it can wait for
-    /// an answer across `input_required` rounds.
-    /// With `replay`, the program is run again from an earlier run's journal (see
-    /// [`Replaying`]), to resume it here.
-    async fn execute_stateless(
-        &self,
-        code: String,
-        replay: Option<Replaying>,
-        context: &RequestContext<RoleServer>,
-    ) -> CallToolResponse {
-        let capabilities = context.client_capabilities().unwrap_or_default();
-        let (asker, events) = RoundTrip::<CallToolResult>::new(capabilities);
-        let done = asker.done_sender();
-        // The execution may outlive this request (and, over HTTP, its connection): it is a
-        // session of its own, whose `share = "session"` connections end with it.
-        let session = match random_key() {
-            Ok(key) => format!("{}/{key}", self.session),
-            Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
-        };
-        // A replay ends when the execution it resumes would have: its state expires then.
-        let resumed_deadline = replay.as_ref().map(Replaying::deadline);
-        let mut prepared = match execute::prepare(
-            &self.gateway,
-            &session,
-            Some(&self.listener),
-            Some(Arc::new(asker)),
-            match replay {
-                Some(replay) => Resumable::Replay(Box::new(replay)),
-                None => Resumable::Record,
-            },
-            Parent::from_meta(&context.meta),
-        )
-        .await
-        {
-            Ok(prepared) => prepared.admitted_as(&self.fairness),
-            Err(message) => return CallToolResult::error(vec![ContentBlock::text(message)]).into(),
-        };
-        let mut deadline = std::time::SystemTime::now() + prepared.limits.timeout;
-        if let Some(resumed) = resumed_deadline
-            && resumed < deadline
-        {
-            let left = resumed
-                .duration_since(std::time::SystemTime::now())
-                .unwrap_or_default();
-            prepared.limits.timeout = left;
-            deadline = resumed;
-        }
-        let progress = progress_ticker(context, &prepared);
-        let cancel = CancellationToken::new();
-        let (gateway, running) = (self.gateway.clone(), cancel.clone());
-        let program = code.clone();
-        tokio::spawn(async move {
-            let result = execute::run(&gateway, &session, &prepared, program, running).await;
-            gateway.hub.end_session(&session).await;
-            gateway.tokens.forget(&session);
-            let _ = done.send(Event::Done(result)).await;
-        });
-        let answer = self
-            .next_event(events, (cancel, deadline), &code, context)
-            .await;
-        if let Some(progress) = progress {
-            progress.abort();
-        }
-        answer
-    }
-
-    /// What the execution does next, as this request's answer: its result, or its question
-    /// (the execution then waits in [`Paused`](crate::relay::Paused) for the client's retry).
-    /// The request cancelled (the client closed its stream, or sent `notifications/cancelled`)
-    /// cancels the execution.
-    async fn next_event(
-        &self,
-        mut events: mpsc::Receiver<Event<CallToolResult>>,
-        (cancel, deadline): (CancellationToken, std::time::SystemTime),
-        code: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> CallToolResponse {
-        let event = tokio::select! {
-            event = events.recv() => event,
-            () = context.ct.cancelled() => {
-                cancel.cancel();
-                return CallToolResult::error(vec![ContentBlock::text("Cancelled by the client")]).into();
-            }
-        };
-        match event {
-            Some(Event::Done(result)) => result.into(),
-            None => CallToolResult::error(vec![ContentBlock::text(
-                "the execution ended without a result",
-            )])
-            .into(),
-            Some(Event::Asked {
-                question,
-                answer,
-                point,
-            }) => {
-                let question = *question;
-                let point = point.map(|point| *point);
-                let waiting =
-                    Waiting::new(question.clone(), answer, events, cancel, point, deadline);
-                self.pause(question, waiting, code).await
-            }
-        }
-    }
-
-    /// Keeps a waiting execution and asks its client with `input_required`.
-    async fn pause(
-        &self,
-        question: Question,
-        waiting: Waiting<CallToolResult>,
-        code: &str,
-    ) -> CallToolResponse {
-        let key = match random_key() {
-            Ok(key) => key,
-            Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
-        };
-        let paused = match self.gateway.paused() {
-            Ok(paused) => paused,
-            Err(why) => return CallToolResult::error(vec![ContentBlock::text(why)]).into(),
-        };
-        match paused.pause(key, waiting, code).await {
-            Ok(state) => {
-                let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
-                InputRequiredResult::new(Some(questions), Some(state)).into()
-            }
-            Err(why) => CallToolResult::error(vec![ContentBlock::text(format!(
-                "a tool asked for the user's input, but {why}"
-            ))])
-            .into(),
-        }
-    }
-
-    /// A 2026-07-28 client's retry: its answer goes to the execution its `requestState` names,
-    /// which then goes on; an execution that paused in another process is resumed here by
-    /// replaying its journal. A state that was altered, not issued here (nor by a replica
-    /// sharing the key), or bound to another program is refused (-32602).
-    async fn resume(
-        &self,
-        state: &str,
-        answers: Option<InputResponses>,
-        code: String,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let invalid = |why: String| ErrorData::new(ErrorCode::INVALID_PARAMS, why, None);
-        let paused = self
-            .gateway
-            .paused()
-            .map_err(|why| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None))?;
-        let answer = answers.and_then(|mut answers| answers.remove(INPUT_KEY));
-        if let Some(answer) = &answer
-            && !answer.is_object()
-        {
-            return Err(invalid(format!(
-                "inputResponses.{INPUT_KEY} must be an object (the answer's result)"
-            )));
-        }
-        let resumed = paused
-            .resume(state, &code, answer.is_some())
-            .await
-            .map_err(|error| match error {
-                ResumeError::Refused(why) => invalid(why),
-                // The store's outage is Runbyte's trouble, not the request's: the same retry may
-                // succeed later.
-                ResumeError::Store(why) => ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None),
-            })?;
-        let waiting = match resumed {
-            Resumed::Here { waiting, .. } => *waiting,
-            Resumed::Replay { point, deadline } => {
-                let Some(answer) = answer else {
-                    return Err(invalid(format!(
-                        "inputResponses.{INPUT_KEY} is missing: the answer is what resumes the \
-                         execution"
-                    )));
-                };
-                tracing::info!(
-                    calls = point.recorded.len(),
-                    "resuming an execution by replay"
-                );
-                let replay = Replaying::new(*point, answer, deadline);
-                return Ok(self.execute_stateless(code, Some(replay), context).await);
-            }
-        };
-        match answer {
-            // No answer to the question: it is asked again, with a fresh state (the one that
-            // came is used: it may have been claimed in the state store).
-            None => {
-                let question = waiting.question.clone();
-                let internal = |why: String| ErrorData::new(ErrorCode::INTERNAL_ERROR, why, None);
-                let state = paused
-                    .pause(random_key().map_err(internal)?, waiting, &code)
-                    .await
-                    .map_err(internal)?;
-                let questions = [(INPUT_KEY.to_owned(), question)].into_iter().collect();
-                Ok(InputRequiredResult::new(Some(questions), Some(state)).into())
-            }
-            Some(answer) => {
-                let Waiting {
-                    answer: reply,
-                    events,
-                    cancel,
-                    deadline,
-                    ..
-                } = waiting;
-                let _ = reply.send(Ok(answer));
-                Ok(self
-                    .next_event(events, (cancel, deadline), &code, context)
-                    .await)
-            }
-        }
+        let executor = self.gateway.executor();
+        executor.execute_code(code, retry, client).await
     }
 }
 
-/// The key of the one question an `input_required` result of `execute_code` carries.
-const INPUT_KEY: &str = "runbyte_input";
-
-/// What a 2026-07-28 client's retry of `execute_code` carries.
-#[derive(Default)]
-struct Retry {
-    state: Option<String>,
-    answers: Option<InputResponses>,
+/// Progress notifications to the client whose request asked for them (its progress token).
+struct PeerProgress {
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
 }
 
-/// A fresh key for a paused execution (never reused, so an old `requestState` cannot answer a
-/// later question).
-fn random_key() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| format!("cannot make a key: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+impl PeerProgress {
+    /// Where `context`'s progress goes, when the request carries a progress token.
+    fn of(context: &RequestContext<RoleServer>) -> Option<Arc<dyn execute::Progress>> {
+        let token = context.meta.get_progress_token()?;
+        Some(Arc::new(PeerProgress {
+            peer: context.peer.clone(),
+            token,
+        }))
+    }
 }
 
-/// Progress notifications every second while an execution runs, when the request asked.
-fn progress_ticker(
-    context: &RequestContext<RoleServer>,
-    prepared: &execute::Prepared,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let token = context.meta.get_progress_token()?;
-    let (peer, bridge) = (context.peer.clone(), prepared.bridge.clone());
-    Some(tokio::spawn(async move {
-        let started = std::time::Instant::now();
-        let mut tick = tokio::time::interval(PROGRESS_EVERY);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            let elapsed = started.elapsed().as_secs_f64();
-            let mut params = ProgressNotificationParam::new(token.clone(), elapsed.floor());
-            params.message = Some(format!(
-                "running for {elapsed:.0} s; {} tool calls so far",
-                bridge.calls()
-            ));
-            if peer.notify_progress(params).await.is_err() {
-                return;
-            }
-        }
-    }))
+impl execute::Progress for PeerProgress {
+    fn tell(&self, seconds: f64, message: String) -> futures::future::BoxFuture<'static, bool> {
+        let mut params = ProgressNotificationParam::new(self.token.clone(), seconds);
+        params.message = Some(message);
+        let peer = self.peer.clone();
+        Box::pin(async move { peer.notify_progress(params).await.is_ok() })
+    }
 }
 
 /// How long after start the VFS tools wait for servers still starting: what is about to be
@@ -598,9 +334,6 @@ const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_millis(500)
 /// wait for the servers' first round of connections (see `Session::settle`); a server slower
 /// than that is listed once it is ready, and clients are told (`list_changed`).
 const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// How often a running execution tells a client that asked for progress.
-const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The most resources one session follows, through `resources/subscribe` (legacy) and every
 /// `subscriptions/listen` it holds open together: each is a downstream subscription and an
@@ -684,7 +417,7 @@ impl ServerHandler for Session {
         accepted.tools_list_changed = wanted(requested.tools_list_changed);
         accepted.resources_list_changed = wanted(requested.resources_list_changed);
         accepted.prompts_list_changed = wanted(requested.prompts_list_changed);
-        let servers = self.gateway.hub.server_names();
+        let servers = self.gateway.hub().server_names();
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
                 .filter(|uri| {
@@ -699,7 +432,7 @@ impl ServerHandler for Session {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         use crate::hub::HubEvent;
         use tokio::sync::broadcast::error::RecvError;
-        let mut events = self.gateway.hub.subscribe();
+        let mut events = self.gateway.hub().subscribe();
         let accepted = context.accepted().clone();
         // The resources listened to are subscribed to downstream while the listen lasts: each
         // one a server lists (or its templates expand to), within the session's bound, or the
@@ -715,11 +448,11 @@ impl ServerHandler for Session {
         let _listening = self.follow(wanted.len())?;
         let mut held = Vec::new();
         for uri in wanted {
-            match self.gateway.hub.subscribe_resource(&uri).await {
+            match self.gateway.hub().subscribe_resource(&uri).await {
                 Ok(()) => held.push(uri),
                 Err(error) => {
                     for uri in held {
-                        let _ = self.gateway.hub.unsubscribe_resource(&uri).await;
+                        let _ = self.gateway.hub().unsubscribe_resource(&uri).await;
                     }
                     return Err(catalog_error(error, Some(&uri)));
                 }
@@ -755,7 +488,7 @@ impl ServerHandler for Session {
             }
         };
         for uri in held {
-            let _ = self.gateway.hub.unsubscribe_resource(&uri).await;
+            let _ = self.gateway.hub().unsubscribe_resource(&uri).await;
         }
         outcome
     }
@@ -769,8 +502,8 @@ impl ServerHandler for Session {
     ) -> Result<ListResourcesResult, ErrorData> {
         let offset = page_offset(request.as_ref())?;
         self.settle().await;
-        let mut resources = self.gateway.hub.list_resources().await;
-        resources.push(crate::hub::Listing::new(self.gateway.skills.resources()));
+        let mut resources = self.gateway.hub().list_resources().await;
+        resources.push(crate::hub::Listing::new(self.gateway.skills().resources()));
         let (page, next) = resources.page(offset);
         let mut result = ListResourcesResult::with_all_items(page);
         result.next_cursor = next.map(crate::hub::cursor);
@@ -786,7 +519,7 @@ impl ServerHandler for Session {
         self.settle().await;
         let (page, next) = self
             .gateway
-            .hub
+            .hub()
             .list_resource_templates()
             .await
             .page(offset);
@@ -803,7 +536,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         if request.uri.starts_with(crate::skills::SKILL_SCHEME) {
-            let (skills, uri) = (self.gateway.skills.clone(), request.uri.clone());
+            let (skills, uri) = (self.gateway.skills().clone(), request.uri.clone());
             let read = tokio::task::spawn_blocking(move || skills.read_resource(&uri))
                 .await
                 .ok()
@@ -822,7 +555,7 @@ impl ServerHandler for Session {
         }
         match self
             .gateway
-            .hub
+            .hub()
             .read_resource(&request.uri, Some(&self.session))
             .await
         {
@@ -858,7 +591,7 @@ impl ServerHandler for Session {
         if !reserved {
             return Ok(());
         }
-        let subscribed = self.gateway.hub.subscribe_resource(&request.uri).await;
+        let subscribed = self.gateway.hub().subscribe_resource(&request.uri).await;
         if let Err(error) = subscribed {
             if let Ok(mut held) = self.subscriptions.lock() {
                 held.remove(&request.uri);
@@ -880,7 +613,7 @@ impl ServerHandler for Session {
             .map(|mut subscribed| subscribed.remove(&request.uri))
             .unwrap_or(false);
         if held {
-            let _ = self.gateway.hub.unsubscribe_resource(&request.uri).await;
+            let _ = self.gateway.hub().unsubscribe_resource(&request.uri).await;
         }
         Ok(())
     }
@@ -892,7 +625,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, ErrorData> {
         Ok(ListSkillsResult::with_all_items(
-            self.gateway.skills.mcp_skills(),
+            self.gateway.skills().mcp_skills(),
         ))
     }
 
@@ -901,7 +634,7 @@ impl ServerHandler for Session {
         request: GetSkillRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, ErrorData> {
-        match self.gateway.skills.mcp_skill_at(&request.uri) {
+        match self.gateway.skills().mcp_skill_at(&request.uri) {
             Some(skill) => Ok(GetSkillResult::new(skill)),
             None => Err(ErrorData::new(
                 ErrorCode::INVALID_PARAMS,
@@ -958,7 +691,7 @@ impl ServerHandler for Session {
         request.meta = None;
         match self
             .gateway
-            .hub
+            .hub()
             .get_prompt(&server, request, Some(&self.session))
             .await
         {
@@ -1012,7 +745,7 @@ impl ServerHandler for Session {
     ) -> Result<CustomResult, ErrorData> {
         let metrics = self
             .gateway
-            .telemetry
+            .telemetry()
             .metrics()
             .filter(|_| request.method == telemetry::METRICS_METHOD);
         let Some(metrics) = metrics else {
@@ -1022,7 +755,7 @@ impl ServerHandler for Session {
                 None,
             ));
         };
-        let servers = self.gateway.hub.servers().await;
+        let servers = self.gateway.hub().servers().await;
         let text = metrics.render(
             servers
                 .iter()
@@ -1048,7 +781,9 @@ impl ServerHandler for Session {
             Ok(OwnTool::ReadFile(call)) => self.read_file(call).await,
             Ok(OwnTool::SearchTools(call)) => self.search_tools(call).await,
             Ok(OwnTool::SaveSkill(call)) => self.save_skill(call).await,
-            Ok(OwnTool::ExecuteCode(_)) => return self.execute_code(&args, retry, &context).await,
+            Ok(OwnTool::ExecuteCode(call)) => {
+                return self.execute_code(call, retry, &context).await;
+            }
             Err(NotOwn::Arguments(why)) => Err(why.to_string()),
             Err(NotOwn::Unknown)
                 if let Some(target) = self.gateway.direct_target(&request.name).await =>
@@ -1060,16 +795,15 @@ impl ServerHandler for Session {
                     }
                 };
                 let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
-                let called = execute::direct(
-                    &self.gateway,
-                    &self.session,
-                    Some(&self.listener),
+                let call = execute::DirectCall {
+                    session: &self.session,
+                    listener: Some(&self.listener),
                     asker,
-                    (&target.0, &target.1),
-                    args,
-                    Parent::from_meta(&context.meta),
-                )
-                .await;
+                    target: (&target.0, &target.1),
+                    arguments: args,
+                    parent: Parent::from_meta(&context.meta),
+                };
+                let called = self.gateway.executor().direct(call).await;
                 return Ok(match called {
                     Ok(result) => result,
                     Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),

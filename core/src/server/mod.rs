@@ -37,7 +37,7 @@ pub enum ServeError {
 
 /// Serves upstream clients until the listener ends: for stdio, when the one client leaves.
 pub async fn serve(gateway: Arc<Gateway>, options: ServeOptions) -> Result<(), ServeError> {
-    let transport = gateway.transports.get(&options.listen)?;
+    let transport = gateway.transports().get(&options.listen)?;
     let listener_options = options.options.clone();
     let listener = tokio::task::spawn_blocking(move || transport.listen(&listener_options))
         .await
@@ -97,7 +97,7 @@ async fn accept(listener: &Listener) -> Result<Option<Accepted>, String> {
 async fn forward_hub_events(gateway: Arc<Gateway>, client: Session, peer: rmcp::Peer<RoleServer>) {
     use crate::hub::HubEvent;
     use tokio::sync::broadcast::error::RecvError;
-    let mut events = gateway.hub.subscribe();
+    let mut events = gateway.hub().subscribe();
     loop {
         let event = match events.recv().await {
             Ok(event) => event,
@@ -110,7 +110,7 @@ async fn forward_hub_events(gateway: Arc<Gateway>, client: Session, peer: rmcp::
         let sent = match event {
             HubEvent::ToolsChanged { server } => {
                 if !server.is_empty() {
-                    let status = gateway.hub.server(&server).await.map(|view| view.status);
+                    let status = gateway.hub().server(&server).await.map(|view| view.status);
                     let (level, message) = match status {
                         Some(crate::hub::Status::Failed { error, .. }) => (
                             rmcp::model::LoggingLevel::Warning,
@@ -183,7 +183,6 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
             tracing::warn!(%peer, session = %tag, "client session failed to start: {error}")
         }
     }
-    gateway.hub.end_session(&session).await;
-    gateway.tokens.forget(&session);
+    gateway.end_session(&session).await;
     tracing::debug!(%peer, session = %tag, "client connection closed");
 }

@@ -234,18 +234,6 @@ fn read<'a, T: Own<'a>>(arguments: &'a Value) -> Result<T, ArgumentError> {
     })
 }
 
-/// A required text argument of `arguments`, or its refusal as the agent reads it: for a
-/// tool's body that reads its arguments itself.
-pub fn required_str<'a>(arguments: &'a Value, key: &'static str) -> Result<&'a str, String> {
-    arguments.get(key).and_then(Value::as_str).ok_or_else(|| {
-        ArgumentError::Required {
-            key,
-            kind: Kind::String.named(),
-        }
-        .to_string()
-    })
-}
-
 /// An optional argument: of the wrong type it counts as absent (as Runbyte always read them).
 fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
@@ -301,14 +289,6 @@ impl<'a> Own<'a> for ReadFile<'a> {
 #[cfg_attr(test, derive(serde::Serialize))]
 pub struct ExecuteCode<'a> {
     /// The TypeScript program.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "execute_code's body (helper exec's) still reads `code` from the arguments; \
-                      it takes this once the branches merge"
-        )
-    )]
     pub code: &'a str,
 }
 
@@ -433,14 +413,6 @@ pub enum OwnTool<'a> {
     /// `read_file`.
     ReadFile(ReadFile<'a>),
     /// `execute_code`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "execute_code's body (helper exec's) still reads `code` from the arguments; \
-                      it takes this once the branches merge"
-        )
-    )]
     ExecuteCode(ExecuteCode<'a>),
     /// `search_tools`.
     SearchTools(SearchTools<'a>),

@@ -1,0 +1,95 @@
+//! A client's direct call (`expose = "direct"` or `"both"`): the session's limits from the
+//! policies, then the gate, as a program's call; the server's result comes back as it is.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ResultType};
+
+use super::{
+    Executor,
+    gate::{Caller, Position, Request},
+};
+use crate::{relay::Asker, telemetry::Parent};
+
+/// One direct call, as a client asked it.
+pub struct DirectCall<'a> {
+    /// The client session.
+    pub session: &'a str,
+    /// The transport the session came through.
+    pub listener: Option<&'a str>,
+    /// Who answers what a tool or a policy asks of the user (`None`: nobody can).
+    pub asker: Option<Arc<dyn Asker>>,
+    /// The server and the tool on it.
+    pub target: (&'a str, &'a str),
+    /// The arguments, as given.
+    pub arguments: serde_json::Value,
+    /// The trace context the client's request carried.
+    pub parent: Parent,
+}
+
+impl Executor {
+    /// Calls a tool for a client that sees it directly: the policies judge it as they judge a
+    /// program's call (with the session's limits for its timeout), and it passes the same gate
+    /// (the Hub checks the arguments and sends it; it is traced, audited, its tokens counted
+    /// into the session's totals and its shape learned). The server's result comes back as it
+    /// is, marked complete for 2026-07-28 clients; `Err` is why the call was not made or failed
+    /// (redacted).
+    pub async fn direct(&self, call: DirectCall<'_>) -> Result<CallToolResult, String> {
+        let (limits, judges) = self.session_limits(call.session, call.listener).await?;
+        let caller = Caller {
+            session: call.session.to_owned(),
+            execution: super::execution_id(),
+            judges,
+            tokens: Arc::default(),
+        };
+        let (server, tool) = call.target;
+        let request = Request {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            arguments: call.arguments,
+            position: Position::default(),
+            timeout: limits.call_timeout,
+            time_left: limits.timeout,
+            reads_resource: false,
+            keep_result: true,
+        };
+        let passed = self
+            .gate
+            .call(&caller, call.asker, &call.parent.context(), request)
+            .await;
+        self.count_direct(caller);
+        match passed.result {
+            Some(mut result) => {
+                // A legacy server's result has no `resultType`; 2026-07-28 requires it (rmcp
+                // drops it again for legacy clients).
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(result)
+            }
+            None => Err(passed
+                .value
+                .err()
+                .unwrap_or_else(|| "the call returned nothing".to_owned())),
+        }
+    }
+
+    /// Adds a direct call's tokens to its session's totals, once counted (the client reads the
+    /// result as it is: what it returned is what it consumed). The answer does not wait.
+    fn count_direct(&self, caller: Caller) {
+        let tokens = self.tokens.clone();
+        tokio::spawn(async move {
+            let consumed = caller
+                .tokens
+                .by_server(crate::tokens::COUNT_WAIT)
+                .await
+                .into_values()
+                .fold(crate::tokens::Count::default(), |sum, count| sum + count);
+            if consumed.tokens > 0 {
+                let accounting = crate::tokens::Accounting {
+                    returned: consumed,
+                    consumed,
+                };
+                tokens.add(&caller.session, &accounting);
+            }
+        });
+    }
+}

@@ -1,0 +1,304 @@
+//! The one path of a tool call, for a program's call and a client's direct call alike: the
+//! policies' verdict, the Hub's call (it validates the arguments) within its timeout, then the
+//! call's span and metrics, the audit log, the tokens of its result, the shape of an untyped
+//! result, and every error redacted. A step added to a call is added here, once.
+//!
+//! What only a program's call has (counting its position, the replay journal, divergence, the
+//! refusal of direct-only servers) stays in the bridge (`super::bridge`); what only a direct
+//! call has (its result returned as the server gave it) in `super::direct`.
+
+use std::{borrow::Cow, sync::Arc, time::Duration};
+
+use opentelemetry::context::FutureExt as _;
+use rmcp::model::CallToolResult;
+use runbyte_plugin_api::wire;
+use serde_json::Value;
+
+use super::bridge::map_result;
+use crate::{
+    audit::AuditLog,
+    hub::{CallError, CallOptions, Hub},
+    infer::Inferred,
+    policy::Judge,
+    relay::Asker,
+    telemetry::{CallOutcome, Telemetry},
+    tokens::Pending,
+};
+
+/// The parts of the gateway every call passes through.
+#[derive(Clone)]
+pub struct Gate {
+    hub: Hub,
+    audit: Option<AuditLog>,
+    telemetry: Telemetry,
+    /// Where the shapes of untyped tools' results are recorded (a gateway that serves the VFS).
+    inferred: Option<Arc<Inferred>>,
+}
+
+/// Who makes the calls: one execution (a program's calls) or one direct call. Kept for the
+/// whole execution, so that a call copies nothing of it.
+pub struct Caller {
+    /// The client session.
+    pub session: String,
+    /// The execution's id (a direct call has one of its own).
+    pub execution: String,
+    /// The policies, with the calls each judges.
+    pub judges: Vec<Judge>,
+    /// Where the tokens of the results are counted.
+    pub tokens: Arc<Pending>,
+}
+
+/// Where one call stands in its execution: the calls made before it (a direct call: none).
+#[derive(Clone, Copy, Default)]
+pub struct Position {
+    /// Calls before it.
+    pub calls: u64,
+    /// Calls to its server before it.
+    pub calls_to_server: u64,
+    /// Calls to its tool before it.
+    pub calls_to_tool: u64,
+}
+
+/// One call, as it enters the gate.
+pub struct Request {
+    /// The server's name as configured.
+    pub server: String,
+    /// The tool's name on the server.
+    pub tool: String,
+    /// The arguments, as given.
+    pub arguments: Value,
+    /// Where it stands in its execution.
+    pub position: Position,
+    /// How long it may take unless a policy says otherwise.
+    pub timeout: Duration,
+    /// The most it may take whatever a policy says: the time its execution has left.
+    pub time_left: Duration,
+    /// A program's `readResource`: judged as a call of this name, then the resource is read.
+    pub reads_resource: bool,
+    /// Whether the server's result is wanted as it came (a direct call), beside its value.
+    pub keep_result: bool,
+}
+
+/// What came out of the gate.
+pub struct Passed {
+    /// The result as a program sees it ([`map_result`]), or why the call failed (denied, not
+    /// sent, failed, or the tool's own error), redacted.
+    pub value: Result<Value, String>,
+    /// The server's result as it came, when [`Request::keep_result`] asked and the server
+    /// answered.
+    pub result: Option<CallToolResult>,
+}
+
+impl Gate {
+    /// The gate of a gateway's parts.
+    pub fn new(
+        hub: Hub,
+        audit: Option<AuditLog>,
+        telemetry: Telemetry,
+        inferred: Option<Arc<Inferred>>,
+    ) -> Self {
+        Gate {
+            hub,
+            audit,
+            telemetry,
+            inferred,
+        }
+    }
+
+    /// The Hub the calls go to.
+    pub fn hub(&self) -> &Hub {
+        &self.hub
+    }
+
+    /// Where calls' spans and metrics go.
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    /// The audit log, when one is configured.
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
+    /// Where the shapes of untyped tools' results are recorded, when the gateway serves the VFS.
+    pub fn inferred(&self) -> Option<&Arc<Inferred>> {
+        self.inferred.as_ref()
+    }
+
+    /// Passes one call of `caller` through every step. `asker` answers what a policy or the
+    /// tool asks of the user; `trace` is the context the call's span is a child of.
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        asker: Option<Arc<dyn Asker>>,
+        trace: &opentelemetry::Context,
+        request: Request,
+    ) -> Passed {
+        let span = self
+            .telemetry
+            .tool_call(trace, &request.server, &request.tool);
+        let started = std::time::Instant::now();
+        let (server, tool) = (request.server.clone(), request.tool.clone());
+        let mut outcome = CallOutcome::Failed;
+        let watched = Watched {
+            trace: span.context(),
+            outcome: &mut outcome,
+        };
+        let (value, result) = match self.send(caller, asker, request, watched).await {
+            Ok(sent) => sent,
+            // An error may quote a server's URL or what it answered: redacted before the
+            // program, the client or the audit log sees it.
+            Err(error) => (Err(crate::redact::redact(&error).into_owned()), None),
+        };
+        self.telemetry.call_done(span, (&server, &tool), outcome);
+        if let Some(audit) = &self.audit {
+            audit.tool_call(
+                &caller.session,
+                &caller.execution,
+                &server,
+                &tool,
+                started.elapsed(),
+                value.as_ref().err(),
+            );
+        }
+        Passed { value, result }
+    }
+
+    /// The verdict, the Hub's call, the tokens and the inferred shape: the steps that may end
+    /// the call early (`Err`: it was denied or failed).
+    async fn send(
+        &self,
+        caller: &Caller,
+        asker: Option<Arc<dyn Asker>>,
+        request: Request,
+        watched: Watched<'_>,
+    ) -> Result<(Result<Value, String>, Option<CallToolResult>), String> {
+        let Request {
+            server,
+            tool,
+            arguments,
+            position,
+            timeout,
+            time_left,
+            reads_resource,
+            keep_result,
+        } = request;
+        let spec = if reads_resource {
+            None
+        } else {
+            Some(
+                self.hub
+                    .tool(&server, &tool)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            )
+        };
+        let granted = if caller
+            .judges
+            .iter()
+            .any(|judge| judge.judged.covers(&server))
+        {
+            let annotations = spec
+                .as_ref()
+                .and_then(|spec| spec.annotations.as_ref())
+                .map(|a| Cow::Owned(serde_json::to_value(a).unwrap_or(Value::Null)));
+            let asked = wire::Call {
+                server: Cow::Borrowed(&server),
+                tool: Cow::Borrowed(&tool),
+                arguments: Cow::Borrowed(&arguments),
+                annotations,
+                context: wire::CallContext {
+                    session: Cow::Borrowed(&caller.session),
+                    execution: Cow::Borrowed(&caller.execution),
+                    calls: position.calls,
+                    calls_to_server: position.calls_to_server,
+                    calls_to_tool: position.calls_to_tool,
+                },
+            };
+            crate::policy::check_call(&caller.judges, &asked, time_left, asker.as_deref())
+                .await
+                .inspect_err(|_| *watched.outcome = CallOutcome::Denied)?
+        } else {
+            None
+        };
+        if reads_resource {
+            let read = self
+                .read_resource(&caller.session, &server, &arguments)
+                .await?;
+            *watched.outcome = CallOutcome::Ok;
+            return Ok((Ok(read), None));
+        }
+        let options = CallOptions {
+            session: Some(caller.session.clone()),
+            timeout: Some(granted.unwrap_or(timeout)),
+            asker,
+        };
+        // The span's context is current while the Hub sends: its `traceparent` goes downstream.
+        let answer = self
+            .hub
+            .call(&server, &tool, arguments, options)
+            .with_context(watched.trace)
+            .await;
+        *watched.outcome = call_outcome(&answer);
+        let result = answer.map_err(|e| e.to_string())?;
+        caller.tokens.add(&server, &result);
+        let (value, result) = if keep_result {
+            let value = map_result(&server, &tool, result.clone());
+            (value, Some(result))
+        } else {
+            (map_result(&server, &tool, result), None)
+        };
+        if let (Some(inferred), Some(spec), Ok(value)) = (&self.inferred, &spec, &value) {
+            inferred.record(&server, spec, value);
+        }
+        Ok((
+            value.map_err(|error| crate::redact::redact(&error).into_owned()),
+            result,
+        ))
+    }
+
+    /// Reads a resource for a program: `arguments.uri` is Runbyte's URI, of the call's server.
+    /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`).
+    async fn read_resource(
+        &self,
+        session: &str,
+        server: &str,
+        arguments: &Value,
+    ) -> Result<Value, String> {
+        let uri = arguments
+            .get("uri")
+            .and_then(Value::as_str)
+            .ok_or("readResource(uri): the URI must be a string")?;
+        match crate::hub::split_uri(uri) {
+            Some((of, _)) if of == server => {}
+            _ => {
+                return Err(format!(
+                    "readResource: `{uri}` is not a resource URI of server `{server}` \
+                     (runbyte://{server}/<uri>)"
+                ));
+            }
+        }
+        let result = self
+            .hub
+            .read_resource(uri, Some(session))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(serde_json::to_value(result.contents).unwrap_or(Value::Null))
+    }
+}
+
+/// What one call's steps tell its span: the trace to send under, and how the call ended.
+struct Watched<'a> {
+    trace: opentelemetry::Context,
+    outcome: &'a mut CallOutcome,
+}
+
+/// How a call that reached the Hub ended.
+fn call_outcome(answer: &Result<CallToolResult, CallError>) -> CallOutcome {
+    match answer {
+        Ok(result) if result.is_error == Some(true) => CallOutcome::ToolError,
+        Ok(_) => CallOutcome::Ok,
+        Err(CallError::Timeout { .. }) => CallOutcome::Timeout,
+        Err(_) => CallOutcome::Failed,
+    }
+}
