@@ -54,6 +54,7 @@ mod descriptor;
 mod error;
 #[doc(hidden)]
 pub mod export;
+mod guard;
 mod host;
 mod module;
 pub mod policy;

@@ -12,7 +12,7 @@ use abi_stable::{
     std_types::{RBox, ROption, RResult, RStr, RString},
 };
 
-use crate::{PluginError, export::guard};
+use crate::{PluginError, guard::guard};
 
 /// The start of a [`Pump::send`] error that refuses one message and leaves the connection open:
 /// the message is too large, or the peer is so far behind that it would wait past a limit.
