@@ -67,6 +67,6 @@ pub use abi_stable;
 pub use descriptor::{
     DESCRIPTOR_MAGIC, DESCRIPTOR_SYMBOL, PLUGIN_API_VERSION, PluginKind, RawDescriptor,
 };
-pub use error::{ErrorKind, PluginError};
+pub use error::{ErrorKind, PluginError, Signal};
 pub use host::{HostApi, HostApiRef, LogLevel, log};
 pub use module::{PluginDescriptor, PluginInstance, PluginModule, PluginModuleRef};
