@@ -146,7 +146,38 @@ fn challenge_in(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use abi_stable::type_layout::TLData;
+
     use super::*;
+
+    /// The enums that cross the ABI keep the exhaustive layout and the variant count the first
+    /// API version shipped: abi_stable refuses a library whose exhaustive enum has another
+    /// count, so a new variant would lock out every plugin built before it (see [`Signal`]).
+    #[test]
+    fn the_abi_enums_keep_their_first_layout() {
+        let layouts = [
+            ("ErrorKind", <ErrorKind as StableAbi>::LAYOUT, 2),
+            ("PluginKind", <crate::PluginKind as StableAbi>::LAYOUT, 3),
+            ("LogLevel", <crate::LogLevel as StableAbi>::LAYOUT, 5),
+            (
+                "RawReceived",
+                <crate::transport::RawReceived as StableAbi>::LAYOUT,
+                3,
+            ),
+            (
+                "PluginInstance",
+                <crate::PluginInstance as StableAbi>::LAYOUT,
+                3,
+            ),
+        ];
+        for (name, layout, variants) in layouts {
+            let TLData::Enum(shape) = layout.data() else {
+                panic!("{name} is not an enum");
+            };
+            assert_eq!(shape.variant_count(), variants, "{name}");
+            assert!(shape.exhaustiveness.is_exhaustive(), "{name}");
+        }
+    }
 
     #[test]
     fn a_refusal_reads_back_with_its_reason_after_any_context() {
