@@ -7,10 +7,11 @@ use runbyte_plugin_api::PluginKind;
 use serde_json::{Value, json};
 
 use crate::{
+    auth::AuthFailure,
     auth::{Account, Accounts, Opener},
     config::{self, Auth, Config, Protocol},
     gateway::Gateway,
-    hub::{CallOptions, Status},
+    hub::{CallOptions, Failure, Status},
     plugin::{self, PluginInfo},
     server::{self, ServeOptions},
 };
@@ -938,12 +939,16 @@ async fn probe(
     // It asks for OAuth: log in on the spot, then connect again (again if its authorization
     // server changed and refused the new tokens).
     for _ in 0..MAX_STEP_UPS {
-        let (Status::Failed { error, .. }, Some(account)) = (&view.status, &account) else {
+        let (
+            Status::Failed {
+                failure: Failure::NeedsLogin,
+                ..
+            },
+            Some(account),
+        ) = (&view.status, &account)
+        else {
             break;
         };
-        if !error.contains(&crate::auth::needs_login("probe")) {
-            break;
-        }
         if let Err(error) = probe_login(account).await {
             gateway.shutdown().await;
             return fail(&error);
@@ -983,8 +988,10 @@ async fn probe(
                 .call("probe", &tool, arguments.clone(), options)
                 .await;
             // More scope asked for (HTTP 403, insufficient_scope): log in again for it.
-            let wants_scope =
-                matches!(&outcome, Err(error) if error.to_string().contains("insufficient_scope"));
+            let wants_scope = matches!(
+                &outcome,
+                Err(error) if matches!(error.auth(), Some(AuthFailure::InsufficientScope { .. }))
+            );
             match (&account, wants_scope) {
                 (Some(account), true) if step_ups < MAX_STEP_UPS => {
                     step_ups += 1;

@@ -22,10 +22,9 @@ use rmcp::{
     },
     service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage},
 };
-use runbyte_plugin_api::transport::SEND_REFUSED;
 use tokio::sync::mpsc;
 
-use crate::plugin::{Pump, Received};
+use crate::plugin::{CallError, Pump, Received};
 
 /// How often the reader thread looks up from a blocking `recv`.
 const POLL: Duration = Duration::from_millis(200);
@@ -349,10 +348,14 @@ impl<R: ServiceRole> PumpTransport<R> {
                         let Err(error) = writer_pump.send(&message) else {
                             continue;
                         };
-                        let error = error.to_string();
                         match refusal::<R>(&writer_peer, &error, id) {
                             Refusal::NotRefused => {
-                                fail(&writer_pump, &writer_reason, &writer_peer, &error);
+                                fail(
+                                    &writer_pump,
+                                    &writer_reason,
+                                    &writer_peer,
+                                    &error.to_string(),
+                                );
                                 return;
                             }
                             Refusal::Dropped => {}
@@ -430,14 +433,13 @@ enum Refusal<R: ServiceRole> {
     Answer(RxJsonRpcMessage<R>),
 }
 
-/// Whether `error` refuses one message only (the plugin's reason starts with
-/// [`SEND_REFUSED`]), and if so, the error answer to the request `id` it carried: the caller
-/// learns why at once, and the connection and every other caller carry on.
-fn refusal<R: ServiceRole>(peer: &str, error: &str, id: Option<RequestId>) -> Refusal<R> {
-    let Some(at) = error.find(SEND_REFUSED) else {
+/// Whether `error` refuses one message only ([`CallError::Refused`]), and if so, the error
+/// answer to the request `id` it carried: the caller learns why at once, and the connection and
+/// every other caller carry on.
+fn refusal<R: ServiceRole>(peer: &str, error: &CallError, id: Option<RequestId>) -> Refusal<R> {
+    let CallError::Refused { reason: why, .. } = error else {
         return Refusal::NotRefused;
     };
-    let why = &error[at + SEND_REFUSED.len()..];
     tracing::warn!(peer = %peer, "a message was refused: {why}");
     let Some(id) = id else {
         return Refusal::Dropped;
@@ -734,20 +736,17 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for PumpTransport<R> {
                 Some(outgoing) => outgoing.send((text, id)).map_err(|_| closed(&self.reason)),
                 None => match self.pump.send(&text) {
                     Ok(()) => Ok(()),
-                    Err(error) => {
-                        let error = error.to_string();
-                        match refusal::<R>("a peer", &error, id) {
-                            Refusal::NotRefused => {
-                                fail(&self.pump, &self.reason, "a peer", &error);
-                                Err(closed(&self.reason))
-                            }
-                            Refusal::Dropped => Ok(()),
-                            Refusal::Answer(message) => {
-                                answer = Some(message);
-                                Ok(())
-                            }
+                    Err(error) => match refusal::<R>("a peer", &error, id) {
+                        Refusal::NotRefused => {
+                            fail(&self.pump, &self.reason, "a peer", &error.to_string());
+                            Err(closed(&self.reason))
                         }
-                    }
+                        Refusal::Dropped => Ok(()),
+                        Refusal::Answer(message) => {
+                            answer = Some(message);
+                            Ok(())
+                        }
+                    },
                 },
             });
         let answers = answer.and_then(|answer| Some((self.answers.upgrade()?, answer)));

@@ -36,7 +36,7 @@ use abi_stable::{
     std_types::{RBox, RResult, RStr, RString},
 };
 
-use crate::{PluginError, export::guard};
+use crate::{PluginError, guard::guard};
 
 /// What a codegen dialect plugin implements.
 pub trait Codegen: Send + Sync + Sized + 'static {

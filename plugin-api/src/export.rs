@@ -1,7 +1,5 @@
 //! What [`export_plugin!`](crate::export_plugin) expands to. Not for direct use.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
 use abi_stable::{
     prefix_type::PrefixTypeTrait,
     sabi_trait::TD_Opaque,
@@ -12,6 +10,7 @@ use crate::{
     HostApiRef, PLUGIN_API_VERSION, PluginDescriptor, PluginError, PluginInstance, PluginKind,
     PluginModule, PluginModuleRef,
     codegen::{Codegen, CodegenAdapter, RawCodegen_TO},
+    guard::guard,
     host,
     policy::{Policy, PolicyAdapter, RawPolicy_TO},
     transport::{RawTransport_TO, Transport, TransportAdapter},
@@ -21,29 +20,6 @@ use crate::{
 /// here so that a plugin crate need not depend on abi_stable itself. A test checks it against
 /// `abi_stable::library::ROOT_MODULE_LOADER_NAME`.
 pub const ROOT_MODULE_LOADER_NAME: &str = "_1as_0lib_1header_0root_bmodule_bloader";
-
-/// Runs one plugin entry point, turning a panic into [`PluginError`] and an error string into a
-/// [`PluginError`] of kind `Failed`.
-pub fn guard<T>(
-    plugin: &str,
-    entry: &str,
-    f: impl FnOnce() -> Result<T, String>,
-) -> Result<T, PluginError> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(message)) => Err(PluginError::failed(message)),
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string payload".to_owned());
-            Err(PluginError::panicked(format!(
-                "plugin `{plugin}` panicked in `{entry}`: {what}"
-            )))
-        }
-    }
-}
 
 /// Implemented by `export_plugin!` for the exported type.
 pub trait Exported: Sized + 'static {
@@ -211,17 +187,5 @@ mod tests {
             ROOT_MODULE_LOADER_NAME,
             abi_stable::library::ROOT_MODULE_LOADER_NAME
         );
-    }
-
-    #[test]
-    fn guard_turns_a_panic_into_an_error_naming_the_plugin() {
-        let error = guard::<()>("demo", "limits", || panic!("boom")).unwrap_err();
-        assert_eq!(error.kind, crate::ErrorKind::Panicked);
-        assert_eq!(
-            error.message.as_str(),
-            "plugin `demo` panicked in `limits`: boom"
-        );
-        let error = guard::<()>("demo", "limits", || Err("bad key".into())).unwrap_err();
-        assert_eq!(error.kind, crate::ErrorKind::Failed);
     }
 }

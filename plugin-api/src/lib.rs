@@ -54,6 +54,7 @@ mod descriptor;
 mod error;
 #[doc(hidden)]
 pub mod export;
+mod guard;
 mod host;
 mod module;
 pub mod policy;
@@ -66,6 +67,6 @@ pub use abi_stable;
 pub use descriptor::{
     DESCRIPTOR_MAGIC, DESCRIPTOR_SYMBOL, PLUGIN_API_VERSION, PluginKind, RawDescriptor,
 };
-pub use error::{ErrorKind, PluginError};
+pub use error::{ErrorKind, PluginError, Signal};
 pub use host::{HostApi, HostApiRef, LogLevel, log};
 pub use module::{PluginDescriptor, PluginInstance, PluginModule, PluginModuleRef};

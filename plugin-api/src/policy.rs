@@ -43,7 +43,7 @@ use abi_stable::{
     std_types::{RBox, RResult, RStr, RString},
 };
 
-use crate::{PluginError, export::guard};
+use crate::{PluginError, guard::guard};
 
 /// What a policy plugin implements. Both calls are pure and quick: they run on the path of
 /// every execution and every tool call.

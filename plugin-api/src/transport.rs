@@ -12,15 +12,15 @@ use abi_stable::{
     std_types::{RBox, ROption, RResult, RStr, RString},
 };
 
-use crate::{PluginError, export::guard};
+use crate::{PluginError, guard::guard};
 
 /// The start of a [`Pump::send`] error that refuses one message and leaves the connection open:
 /// the message is too large, or the peer is so far behind that it would wait past a limit.
-/// What follows is the reason, in words for the caller, naming the server and the limit. The
-/// host then fails only the request that the message carried, with that reason; any other
-/// error from `send` still means the connection is unusable. Appended after the first API
-/// version: an older host takes such an error for an ordinary one and closes the connection.
-pub const SEND_REFUSED: &str = "message refused: ";
+/// Write such an error with [`Signal::refused`](crate::Signal::refused); the host reads it as a
+/// [`Signal::Refused`](crate::Signal::Refused) and fails only the request that the message
+/// carried. Appended after the first API version: an older host takes such an error for an
+/// ordinary one and closes the connection.
+pub const SEND_REFUSED: &str = crate::error::REFUSED_MARK;
 
 /// What a transport plugin implements.
 ///
@@ -39,10 +39,9 @@ pub trait Transport: Send + Sync + Sized + 'static {
     ///
     /// For a server that needs OAuth, the host puts `Authorization: Bearer <token>` in
     /// `headers` (and opens a new connection when the token changes). A connector that wants
-    /// the host to log in, refresh or ask for more scope says `HTTP 401` (or `HTTP 403`) in the
-    /// text of the failure (a failed request's error, the reason the pump closed) and quotes the
-    /// server's challenge as `(WWW-Authenticate: <challenge>)`, as the bundled HTTP and SSE
-    /// connectors do.
+    /// the host to log in, refresh or ask for more scope writes the failure (a failed request's
+    /// error, the reason the pump closed) with [`Signal::http`](crate::Signal::http), as the
+    /// bundled HTTP and SSE connectors do.
     fn connect(&self, target: &str) -> Result<Box<dyn Pump>, String> {
         let _ = target;
         Err("this transport has no connector".to_owned())
@@ -75,7 +74,7 @@ pub enum Received {
 pub trait Pump: Send + Sync {
     /// Sends one JSON-RPC message. May block until the message is handed to the OS.
     /// An error means the connection is unusable; the host closes it (except for an error
-    /// that starts with [`SEND_REFUSED`]).
+    /// written with [`Signal::refused`](crate::Signal::refused)).
     fn send(&self, message: &str) -> Result<(), String>;
 
     /// Waits up to `timeout` for the next message.

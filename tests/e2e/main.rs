@@ -18,6 +18,7 @@ mod listeners;
 // Unix only: the browser stand-ins are shell scripts, and a token file's mode is checked.
 #[cfg(unix)]
 mod oauth;
+mod old_plugins;
 mod ordinary;
 mod package;
 mod plugins;

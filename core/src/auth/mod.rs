@@ -10,6 +10,7 @@
 //! Tokens never reach the VFS, a program, the logs or the audit log: each one is added to the
 //! redaction layer as it is obtained.
 
+mod failure;
 mod login;
 pub mod store;
 
@@ -22,6 +23,7 @@ use std::{
 use rmcp::transport::auth::{AuthError, AuthorizationManager, ClientCredentialsConfig};
 
 use crate::config::{Auth, Config, ServerConfig};
+pub use failure::AuthFailure;
 pub use login::{Granted, Opener, login};
 use store::{Store, Tokens};
 
@@ -64,31 +66,6 @@ pub(crate) enum Pin {
     Configured(String),
     /// Recorded in its credentials file at the first login or grant.
     Recorded(String),
-}
-
-/// Whether a connection's failure text means the server refused its credentials (HTTP 401).
-pub fn is_unauthorized(reason: &str) -> bool {
-    reason.contains("HTTP 401")
-}
-
-/// The `WWW-Authenticate` challenge a transport quoted in a failure
-/// (`… (WWW-Authenticate: Bearer …)`), if any.
-pub fn challenge_in(reason: &str) -> Option<String> {
-    const MARK: &str = "(WWW-Authenticate: ";
-    let start = reason.find(MARK)? + MARK.len();
-    let rest = &reason[start..];
-    // It ends at the first `)` outside the challenge's own quoted strings.
-    let (mut quoted, mut escaped) = (false, false);
-    for (at, c) in rest.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            ')' if !quoted => return Some(rest[..at].to_owned()),
-            _ => {}
-        }
-    }
-    None
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -170,6 +147,9 @@ const REFRESH_SHARED_FOR: Duration = Duration::from_secs(5);
 pub enum NoToken {
     /// A person must log in (again): the message names the command.
     NeedsLogin(String),
+    /// The server now names another authorization server than the one its tokens came from:
+    /// nothing was sent to it; a login (after the user checks it) trusts the new one.
+    Untrusted(String),
     /// Something failed that may work later (the authorization server is unreachable).
     Failed(String),
 }
@@ -177,7 +157,9 @@ pub enum NoToken {
 impl std::fmt::Display for NoToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NoToken::NeedsLogin(message) | NoToken::Failed(message) => f.write_str(message),
+            NoToken::NeedsLogin(message)
+            | NoToken::Untrusted(message)
+            | NoToken::Failed(message) => f.write_str(message),
         }
     }
 }
@@ -266,9 +248,9 @@ impl Account {
     }
 
     /// Records the challenge of a refused connection or call.
-    pub fn note_challenge(&self, reason: &str) {
-        if let Some(challenge) = challenge_in(reason) {
-            *lock(&self.challenge) = Some(challenge);
+    pub fn note_challenge(&self, failure: &AuthFailure) {
+        if let Some(challenge) = failure.challenge() {
+            *lock(&self.challenge) = Some(challenge.to_owned());
         }
     }
 
@@ -336,21 +318,20 @@ impl Account {
         }
     }
 
-    /// What a connection refused with `reason` means for the user: `needs login` when the
-    /// server asks for OAuth (a Bearer challenge) and there is nothing to refresh.
-    pub fn explain_refusal(&self, reason: &str) -> Option<String> {
-        if !is_unauthorized(reason) || self.mode == Some(Auth::None) {
+    /// What a connection refused with `failure` means for the user: `needs login` when the
+    /// server refused its credentials (HTTP 401), asks for OAuth (a Bearer challenge) and there
+    /// is nothing to refresh.
+    pub fn explain_refusal(&self, failure: &AuthFailure) -> Option<String> {
+        if !matches!(failure, AuthFailure::Unauthorized { .. }) || self.mode == Some(Auth::None) {
             return None;
         }
-        self.note_challenge(reason);
+        self.note_challenge(failure);
         // A Bearer challenge means OAuth (its metadata at the challenge's `resource_metadata`,
-        // else at the well-known places); a 401 without one is about the static headers.
-        let bearer = self.challenge().is_some_and(|challenge| {
-            challenge
-                .trim_start()
-                .get(..6)
-                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer"))
-        });
+        // else at the well-known places); a 401 without one is about the static headers. The
+        // last challenge kept counts when this refusal quoted none.
+        let bearer = self
+            .challenge()
+            .is_some_and(|challenge| failure::is_bearer(&challenge));
         let explained = (self.uses_oauth() || bearer).then(|| {
             format!(
                 "{} (it answered HTTP 401{})",
@@ -539,7 +520,7 @@ impl Account {
             tracing::warn!(server = %self.server, "{refused}");
             return Err(match self.pin(Some(&saved)) {
                 Some(Pin::Configured(_)) => NoToken::Failed(refused),
-                _ => NoToken::NeedsLogin(refused),
+                _ => NoToken::Untrusted(refused),
             });
         }
         manager.set_metadata(resolution.metadata);
@@ -728,7 +709,7 @@ mod tests {
                 scopes.join(" "),
                 "x".repeat(300)
             );
-            account.note_challenge(&challenge);
+            account.note_challenge(&AuthFailure::of(&challenge).unwrap());
             account.want_challenged_scopes();
         }
         let kept = account.store.load().unwrap().unwrap().scopes;
@@ -818,16 +799,5 @@ mod tests {
             refused.contains("`authorization-server` in [servers.s] is `https://b.example`"),
             "{refused}"
         );
-    }
-
-    #[test]
-    fn a_quoted_challenge_is_found_whole() {
-        let reason = "HTTP 401 from http://h/mcp (WWW-Authenticate: Bearer \
-                      resource_metadata=\"http://h/.well-known/x\", scope=\"a (b)\"); more (c)";
-        assert_eq!(
-            challenge_in(reason).as_deref(),
-            Some("Bearer resource_metadata=\"http://h/.well-known/x\", scope=\"a (b)\"")
-        );
-        assert_eq!(challenge_in("HTTP 401 from http://h/mcp: body"), None);
     }
 }

@@ -40,7 +40,7 @@ pub use client::{Connection, Listed};
 pub use transports::Transports;
 
 use crate::{
-    auth::{Account, Accounts, NoToken},
+    auth::{Account, Accounts, AuthFailure, NoToken},
     config::{Config, ServerConfig, Share},
     relay::Asker,
 };
@@ -76,8 +76,65 @@ pub enum Status {
     Starting,
     /// Connected; its tools are listed.
     Ready,
-    /// Not connected, and why.
-    Failed { error: String, attempts: u32 },
+    /// Not connected: why in words (`error`), what kind of failure (`failure`), and how many
+    /// tries in a row failed.
+    Failed {
+        error: String,
+        attempts: u32,
+        failure: Failure,
+    },
+}
+
+/// What kind of failure keeps a server down: what a caller branches on (the CLI's advice, the
+/// doctor, a server's folder note); the words for a person are in [`Status::Failed`]'s `error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// Nobody is logged in (or the login is no longer good): `runbyte login <server>` is
+    /// needed, and until it happens nobody is asked again.
+    NeedsLogin,
+    /// The server names another authorization server than the one it is pinned to: nothing
+    /// was sent there; a person decides whether to trust it (`runbyte login <server>`).
+    Untrusted,
+    /// The connection could not be made (the command or URL failed, the handshake went wrong,
+    /// a token could not be had); it is tried again later.
+    Unreachable,
+    /// The connection was made and then ended; the next call starts it again.
+    Exited,
+}
+
+/// Why a connection could not be opened: the words and the kind.
+struct NotOpened {
+    reason: String,
+    failure: Failure,
+}
+
+/// Why no token could be had, as a reason the server is down.
+fn not_opened(no: NoToken) -> NotOpened {
+    match no {
+        NoToken::NeedsLogin(message) => NotOpened::needs_login(message),
+        NoToken::Untrusted(message) => NotOpened {
+            reason: message,
+            failure: Failure::Untrusted,
+        },
+        NoToken::Failed(message) => NotOpened::unreachable(message),
+    }
+}
+
+impl NotOpened {
+    fn unreachable(reason: String) -> Self {
+        NotOpened {
+            reason,
+            failure: Failure::Unreachable,
+        }
+    }
+
+    fn needs_login(reason: String) -> Self {
+        NotOpened {
+            reason,
+            failure: Failure::NeedsLogin,
+        }
+    }
 }
 
 impl Status {
@@ -116,6 +173,8 @@ pub enum CallError {
         server: String,
         tool: String,
         reason: String,
+        /// The server's authorization refused the call (read where the reason came in).
+        auth: Option<AuthFailure>,
     },
     #[error("{server}/{tool} did not answer within {} ms (cancelled)", .after.as_millis())]
     Timeout {
@@ -134,10 +193,20 @@ pub enum CallError {
         server: String,
         tool: String,
         message: String,
+        /// The server's authorization refused the call (read where the message came in).
+        auth: Option<AuthFailure>,
     },
 }
 
 impl CallError {
+    /// How the server's authorization refused the call, if that is why it failed.
+    pub fn auth(&self) -> Option<&AuthFailure> {
+        match self {
+            CallError::Exited { auth, .. } | CallError::Protocol { auth, .. } => auth.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Replaces every known secret in what the error quotes (a server's message or exit).
     fn redact(&mut self) {
         let guard = crate::redact::guard();
@@ -218,9 +287,14 @@ impl Slot {
         // Why a server is down is shown in its folder, to programs and by the CLI: a connector's
         // error may quote the server's URL with its userinfo or query secrets.
         let status = match status {
-            Status::Failed { error, attempts } => Status::Failed {
+            Status::Failed {
+                error,
+                attempts,
+                failure,
+            } => Status::Failed {
                 error: crate::redact::redact(&error).into_owned(),
                 attempts,
+                failure,
             },
             other => other,
         };
@@ -506,11 +580,15 @@ impl Hub {
                 self.came_up(&slot.name, &connection);
                 Ok(connection)
             }
-            Err(error) => {
+            Err(NotOpened {
+                reason: error,
+                failure,
+            }) => {
                 let (attempts, same) = match slot.status() {
                     Status::Failed {
                         attempts,
                         error: last,
+                        ..
                     } => (attempts + 1, last == *crate::redact::redact(&error)),
                     _ => (1, false),
                 };
@@ -523,6 +601,7 @@ impl Hub {
                 slot.set_status(Status::Failed {
                     error: error.clone(),
                     attempts,
+                    failure,
                 });
                 self.schedule_retry(slot.clone());
                 Err(error)
@@ -530,28 +609,47 @@ impl Hub {
         }
     }
 
-    async fn open(&self, slot: &Slot) -> Result<Connection, String> {
+    async fn open(&self, slot: &Slot) -> Result<Connection, NotOpened> {
         let Some(account) = &slot.account else {
-            return self.open_with(slot, None).await;
+            return self
+                .open_with(slot, None)
+                .await
+                .map_err(NotOpened::unreachable);
         };
         // Until someone logs in, a retry asks nobody.
         if let Some(waiting) = account.awaiting_login() {
-            return Err(waiting);
+            return Err(NotOpened::needs_login(waiting));
         }
-        let bearer = account.bearer().await.map_err(|no| no.to_string())?;
+        let bearer = account.bearer().await.map_err(not_opened)?;
         let sent_token = bearer.is_some();
-        match self.open_with(slot, bearer).await {
+        let error = match self.open_with(slot, bearer).await {
+            Ok(connection) => return Ok(connection),
+            Err(error) => error,
+        };
+        // A transport's words enter here: the refusal they carry is read once.
+        match AuthFailure::of(&error) {
             // The token was refused: refreshed once, then tried again.
-            Err(error) if sent_token && crate::auth::is_unauthorized(&error) => {
-                account.note_challenge(&error);
+            Some(failure @ AuthFailure::Unauthorized { .. }) if sent_token => {
+                account.note_challenge(&failure);
                 let token = account.refreshed().await.map_err(|no| match no {
-                    NoToken::NeedsLogin(message) => format!("{message} (the token was refused)"),
-                    NoToken::Failed(message) => message,
+                    NoToken::NeedsLogin(message) => {
+                        NotOpened::needs_login(format!("{message} (the token was refused)"))
+                    }
+                    NoToken::Untrusted(message) => NotOpened {
+                        reason: format!("{message} (the token was refused)"),
+                        failure: Failure::Untrusted,
+                    },
+                    NoToken::Failed(message) => NotOpened::unreachable(message),
                 })?;
-                self.open_with(slot, Some(token)).await
+                self.open_with(slot, Some(token))
+                    .await
+                    .map_err(NotOpened::unreachable)
             }
-            Err(error) => Err(account.explain_refusal(&error).unwrap_or(error)),
-            Ok(connection) => Ok(connection),
+            Some(failure) => Err(match account.explain_refusal(&failure) {
+                Some(why) => NotOpened::needs_login(why),
+                None => NotOpened::unreachable(error),
+            }),
+            None => Err(NotOpened::unreachable(error)),
         }
     }
 
@@ -753,7 +851,12 @@ impl Hub {
                     .clone()
             });
             let connection = link
-                .get_or_try_init(|| async { self.open(slot).await.map(Arc::new) })
+                .get_or_try_init(|| async {
+                    self.open(slot)
+                        .await
+                        .map(Arc::new)
+                        .map_err(|not| not.reason)
+                })
                 .await
                 .inspect_err(|_| {
                     // A failed open leaves nothing behind for the session.
@@ -912,27 +1015,21 @@ impl Hub {
             // A refused token (HTTP 401) is refreshed once and the call sent again: the server
             // did not run it.
             let refused = match &outcome {
-                Err(CallError::Exited { reason, .. }) => crate::auth::is_unauthorized(reason),
-                Err(CallError::Protocol { message, .. }) => crate::auth::is_unauthorized(message),
-                _ => false,
+                Err(error) => match error.auth() {
+                    Some(failure @ AuthFailure::Unauthorized { .. }) => Some(failure.clone()),
+                    _ => None,
+                },
+                Ok(_) => None,
             };
             // Only a refusal asks whether the server uses OAuth (that may read its file).
             let account = slot
                 .account
                 .as_ref()
-                .filter(|account| refused && account.uses_oauth());
-            let Some(account) = account else {
+                .filter(|account| refused.is_some() && account.uses_oauth());
+            let (Some(account), Some(refused)) = (account, refused) else {
                 return self.explain_scope(&slot, outcome);
             };
-            if let Err(
-                CallError::Exited { reason, .. }
-                | CallError::Protocol {
-                    message: reason, ..
-                },
-            ) = &outcome
-            {
-                account.note_challenge(reason);
-            }
+            account.note_challenge(&refused);
             if attempt == 1 {
                 return outcome;
             }
@@ -941,10 +1038,11 @@ impl Hub {
                     tracing::info!(server, "the server refused its access token; refreshed it")
                 }
                 Err(no) => {
-                    let reason = no.to_string();
+                    let NotOpened { reason, failure } = not_opened(no);
                     slot.set_status(Status::Failed {
                         error: reason.clone(),
                         attempts: 0,
+                        failure,
                     });
                     return Err(CallError::Unavailable {
                         server: server.to_owned(),
@@ -967,9 +1065,10 @@ impl Hub {
                 server,
                 tool,
                 message,
-            }) if message.contains("HTTP 403") && message.contains("insufficient_scope") => {
+                auth: Some(failure @ AuthFailure::InsufficientScope { .. }),
+            }) => {
                 if let Some(account) = &slot.account {
-                    account.note_challenge(&message);
+                    account.note_challenge(&failure);
                     account.want_challenged_scopes();
                 }
                 Err(CallError::Protocol {
@@ -979,6 +1078,7 @@ impl Hub {
                     ),
                     server,
                     tool,
+                    auth: Some(failure),
                 })
             }
             other => other,
@@ -1054,9 +1154,12 @@ impl Hub {
                 tool: tool.to_owned(),
                 after: timeout,
             }),
+            // A transport's words enter here (a failed request's error, the reason the
+            // connection closed): the refusal they carry is read once.
             Ok(Err(ServiceError::McpError(error))) => Err(CallError::Protocol {
                 server: server.to_owned(),
                 tool: tool.to_owned(),
+                auth: AuthFailure::of(&error.message),
                 message: format!("{} (JSON-RPC error {})", error.message, error.code.0),
             }),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
@@ -1073,10 +1176,12 @@ impl Hub {
                 slot.set_status(Status::Failed {
                     error: format!("{reason}; restarts on its next call"),
                     attempts: 0,
+                    failure: Failure::Exited,
                 });
                 Err(CallError::Exited {
                     server: server.to_owned(),
                     tool: tool.to_owned(),
+                    auth: AuthFailure::of(&reason),
                     reason,
                 })
             }
@@ -1084,6 +1189,7 @@ impl Hub {
                 server: server.to_owned(),
                 tool: tool.to_owned(),
                 message: other.to_string(),
+                auth: None,
             }),
         }
     }

@@ -100,6 +100,16 @@ pub enum CallError {
         entry: &'static str,
         message: String,
     },
+    /// A transport's `send` refused this one message (too large, the peer too far behind); the
+    /// connection stays open, and only the request the message carried fails, with `reason`.
+    #[error("{message}")]
+    Refused {
+        plugin: String,
+        /// Why, in words for the caller (it names the server and the limit).
+        reason: String,
+        /// The whole failure, as the plugin and the host said it.
+        message: String,
+    },
     /// The plugin answered with something the host cannot use.
     #[error("{kind} plugin `{plugin}` answered `{entry}` with invalid JSON: {message}")]
     BadAnswer {

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use abi_stable::std_types::{RResult, RStr, RString};
 use runbyte_plugin_api::{
-    ErrorKind, PluginError as PluginApiError, PluginInstance, PluginKind,
+    ErrorKind, PluginError as PluginApiError, PluginInstance, PluginKind, Signal,
     codegen::RawCodegenBox,
     policy::RawPolicyBox,
     transport::{RawListenerBox, RawPumpBox, RawReceived, RawTransportBox},
@@ -75,12 +75,38 @@ fn call_error(
             entry,
             message,
         },
-        ErrorKind::Failed => CallError::Failed {
+        ErrorKind::Failed => refused(CallError::Failed {
             kind,
             plugin: info.name.clone(),
             entry,
             message,
+        }),
+    }
+}
+
+/// `error`, or a [`CallError::Refused`] when it is a `send` that refused one message (said in
+/// [`Signal`]'s form, the one place the plugin ABI carries it: see [`Signal`]).
+pub(super) fn refused(error: CallError) -> CallError {
+    let (plugin, message) = match &error {
+        CallError::Failed {
+            plugin,
+            entry: "send",
+            ..
+        }
+        | CallError::Remote {
+            plugin,
+            panicked: false,
+            ..
+        } => (plugin, error.to_string()),
+        _ => return error,
+    };
+    match Signal::read(&message) {
+        Some(Signal::Refused { reason }) => CallError::Refused {
+            plugin: plugin.clone(),
+            reason,
+            message,
         },
+        _ => error,
     }
 }
 

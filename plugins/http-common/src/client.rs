@@ -200,21 +200,18 @@ pub async fn read_capped(response: &mut Response, limit: usize) -> Result<Vec<u8
     }
 }
 
-/// For the text of a refused request: ` (WWW-Authenticate: <challenge>)` when the server sent
-/// a 401 or 403 with a challenge (at most 2 KiB of it), else nothing. The host reads the
-/// challenge from there to log in or ask for more scope.
-pub fn challenge_of(response: &Response) -> String {
+/// The `WWW-Authenticate` challenge of a 401 or 403, for
+/// [`Signal::http`](runbyte_plugin_api::Signal::http) to quote: the host reads it from there to
+/// log in or ask for more scope.
+pub fn challenge_of(response: &Response) -> Option<String> {
     if !matches!(response.status().as_u16(), 401 | 403) {
-        return String::new();
+        return None;
     }
-    match response
+    response
         .headers()
         .get(reqwest::header::WWW_AUTHENTICATE)
         .and_then(|value| value.to_str().ok())
-    {
-        Some(challenge) if challenge.len() <= 2048 => format!(" (WWW-Authenticate: {challenge})"),
-        _ => String::new(),
-    }
+        .map(str::to_owned)
 }
 
 /// Reads an error response's body for a message: a short excerpt, never more than 64 KiB read.

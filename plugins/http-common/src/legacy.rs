@@ -17,7 +17,7 @@ use reqwest::{
     header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue},
 };
 use runbyte_plugin_api::{
-    LogLevel, log,
+    LogLevel, Signal, log,
     transport::{Pump, Received},
 };
 use serde_json::Value;
@@ -72,9 +72,11 @@ impl LegacyClient {
             let status = response.status();
             let challenge = client::challenge_of(&response);
             let body = client::error_excerpt(&mut response).await;
-            return Err(format!(
-                "HTTP {} from GET {url}: {body}{challenge}",
-                status.as_u16()
+            return Err(Signal::http(
+                status.as_u16(),
+                &format!("GET {url}"),
+                &body,
+                challenge.as_deref(),
             ));
         }
         if !client::content_type_is(&response, "text/event-stream") {
@@ -136,10 +138,11 @@ impl LegacyClient {
                 let status = response.status();
                 let challenge = client::challenge_of(&response);
                 let body = client::error_excerpt(&mut response).await;
-                let text = format!(
-                    "HTTP {} from {}: {body}{challenge}",
+                let text = Signal::http(
                     status.as_u16(),
-                    self.endpoint
+                    self.endpoint.as_str(),
+                    &body,
+                    challenge.as_deref(),
                 );
                 let fatal = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::NOT_FOUND);
                 (text, fatal)

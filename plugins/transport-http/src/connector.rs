@@ -40,7 +40,7 @@ use runbyte_http_common::{
     runtime::wait_for,
 };
 use runbyte_plugin_api::{
-    LogLevel, log,
+    LogLevel, Signal, log,
     transport::{Pump, Received},
 };
 use serde_json::Value;
@@ -414,10 +414,11 @@ impl Shared {
         if !status.is_success() {
             let challenge = client::challenge_of(&response);
             let body = client::error_excerpt(&mut response).await;
-            let why = format!(
-                "HTTP {} from {}: {body}{challenge}",
+            let why = Signal::http(
                 status.as_u16(),
-                self.url
+                self.url.as_str(),
+                &body,
+                challenge.as_deref(),
             );
             return self.fail_and_die(&ids, why);
         }
@@ -505,10 +506,11 @@ impl Shared {
             if !status.is_success() {
                 let challenge = client::challenge_of(&response);
                 let body = client::error_excerpt(&mut response).await;
-                let why = format!(
-                    "HTTP {} from {}: {body}{challenge}",
+                let why = Signal::http(
                     status.as_u16(),
-                    self.url
+                    self.url.as_str(),
+                    &body,
+                    challenge.as_deref(),
                 );
                 if status == StatusCode::UNAUTHORIZED {
                     self.fail_and_die(&ids, why);
@@ -577,11 +579,11 @@ impl Shared {
                     self.inbox.message(answer.to_string());
                 }
                 None => {
-                    let why = format!(
-                        "HTTP {} from {}: {}{challenge}",
+                    let why = Signal::http(
                         status.as_u16(),
-                        self.url,
-                        client::excerpt(&body)
+                        self.url.as_str(),
+                        &client::excerpt(&body),
+                        challenge.as_deref(),
                     );
                     if status == StatusCode::UNAUTHORIZED {
                         self.fail_and_die(&ids, why);

@@ -9,7 +9,7 @@ use std::{
     thread,
 };
 
-use runbyte_plugin_api::transport::SEND_REFUSED;
+use runbyte_plugin_api::Signal;
 
 use crate::sys::write::{self as platform, Pipe};
 
@@ -51,8 +51,8 @@ impl Stdin {
     /// Writes one line, or queues what the pipe does not take now. Never waits for the child.
     ///
     /// A line that would take the backlog past [`MAX_BACKLOG`] is refused whole, before any of
-    /// it is written (half a line would put the stream out of step): the error starts with
-    /// [`SEND_REFUSED`], so the host fails only the request it carried and the connection
+    /// it is written (half a line would put the stream out of step): the error is written by
+    /// [`Signal::refused`], so the host fails only the request it carried and the connection
     /// goes on.
     pub(crate) fn send(&self, message: &str) -> Result<(), String> {
         let (mutex, wake) = &*self.state;
@@ -68,11 +68,11 @@ impl Stdin {
             } else {
                 format!(" on top of the {} bytes already waiting", backlog.len())
             };
-            return Err(format!(
-                "{SEND_REFUSED}a {size}-byte message to server `{}`{waiting} is more than the \
+            return Err(Signal::refused(&format!(
+                "a {size}-byte message to server `{}`{waiting} is more than the \
                  {MAX_BACKLOG} bytes that may wait for its stdin",
                 self.name
-            ));
+            )));
         }
         let mut line = Vec::with_capacity(size);
         line.extend_from_slice(message.as_bytes());

@@ -433,11 +433,11 @@ impl Reader {
     /// The child's report of a failed call: its message already names the plugin and the entry
     /// point, and is kept as it is.
     fn call_error(&self, error: RemoteError) -> CallError {
-        CallError::Remote {
+        crate::plugin::local::refused(CallError::Remote {
             plugin: self.plugin.clone(),
             panicked: error.kind == RemoteErrorKind::Panicked,
             message: error.message,
-        }
+        })
     }
 }
 
