@@ -35,6 +35,17 @@ pub struct ExecutionTokens {
     pub by_server: std::collections::BTreeMap<String, crate::tokens::Count>,
 }
 
+/// How a call in the audit log ended: its `outcome` and `error`.
+#[derive(Debug, Clone, Copy)]
+pub enum CallEnd<'a> {
+    /// It gave a result.
+    Ok,
+    /// A policy refused it; the message says which and why.
+    Denied(&'a str),
+    /// It failed otherwise (the tool's error, the server, a policy that could not judge).
+    Failed(&'a str),
+}
+
 impl AuditLog {
     /// Opens (appending, creating) the configured audit file, if there is one.
     pub fn from_config(config: &Config) -> Result<Option<AuditLog>, String> {
@@ -98,7 +109,7 @@ impl AuditLog {
         }
     }
 
-    /// One tool call from an execution.
+    /// One tool call from an execution (or a client's direct call), and how it ended.
     pub fn tool_call(
         &self,
         session: &str,
@@ -106,12 +117,12 @@ impl AuditLog {
         server: &str,
         tool: &str,
         duration: Duration,
-        error: Option<&String>,
+        end: CallEnd<'_>,
     ) {
-        let outcome = match error {
-            None => "ok",
-            Some(message) if message.contains("was denied by policy") => "denied",
-            Some(_) => "error",
+        let (outcome, error) = match end {
+            CallEnd::Ok => ("ok", None),
+            CallEnd::Denied(message) => ("denied", Some(message)),
+            CallEnd::Failed(message) => ("error", Some(message)),
         };
         self.write(json!({
             "event": "tool_call",
@@ -179,9 +190,18 @@ mod tests {
             "gh",
             "list",
             Duration::from_millis(12),
-            Some(&error),
+            CallEnd::Failed(&error),
         );
         log.execution("s1", "x1", Duration::from_millis(40), 1, None, None);
+        log.tool_call(
+            "s1",
+            "x2",
+            "gh",
+            "delete",
+            Duration::from_millis(1),
+            CallEnd::Denied("gh/delete was denied by policy `readonly`: it writes"),
+        );
+        log.tool_call("s1", "x2", "gh", "list", Duration::ZERO, CallEnd::Ok);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains("tok-123456"), "{text}");
         // A secret holding `"` or `\` is caught as it reads inside the JSON line.
@@ -197,6 +217,13 @@ mod tests {
             "HTTP 401 with Authorization: [REDACTED] and [REDACTED]"
         );
         assert_eq!(lines[1]["tool_calls"], 1);
+        assert_eq!(lines[2]["outcome"], "denied");
+        assert_eq!(
+            lines[2]["error"],
+            "gh/delete was denied by policy `readonly`: it writes"
+        );
+        assert_eq!(lines[3]["outcome"], "ok");
+        assert_eq!(lines[3]["error"], Value::Null);
         let _ = std::fs::remove_file(&path);
     }
 

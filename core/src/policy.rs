@@ -110,6 +110,18 @@ pub async fn limits(
     Ok((builder.build(), judges))
 }
 
+/// Why [`check_call`] did not let a call through.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// A policy's verdict refused it: a denial, or an approval the user did not give.
+    #[error("{0}")]
+    Denied(String),
+    /// A policy could not judge it: the call could not be encoded, or the policy failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Asks every policy that judges the call's server ([`Judged::covers`]) about it, in order;
 /// the first that does not allow it decides. With none, nothing is encoded or asked.
 /// `Ok` carries the call's timeout when a policy set one: never past `time_left`, the
@@ -121,7 +133,7 @@ pub async fn check_call(
     call: &wire::Call<'_>,
     time_left: Duration,
     asker: Option<&dyn Asker>,
-) -> Result<Option<Duration>, String> {
+) -> Result<Option<Duration>, Refusal> {
     let judging: Vec<&PolicyPlugin> = judges
         .iter()
         .filter(|judge| judge.judged.covers(&call.server))
@@ -130,10 +142,13 @@ pub async fn check_call(
     if judging.is_empty() {
         return Ok(None);
     }
-    let request = serde_json::to_value(call).map_err(|e| format!("cannot encode the call: {e}"))?;
+    let request = serde_json::to_value(call)
+        .map_err(|e| Refusal::Failed(format!("cannot encode the call: {e}")))?;
     let mut granted: Option<Duration> = None;
     for policy in judging {
-        let answer = ask(policy, &request, PolicyPlugin::check_call).await?;
+        let answer = ask(policy, &request, PolicyPlugin::check_call)
+            .await
+            .map_err(Refusal::Failed)?;
         let reason = match Verdict::from_value(&answer) {
             Verdict::Allow { timeout_ms } => {
                 if let Some(ms) = timeout_ms {
@@ -176,12 +191,12 @@ pub async fn check_call(
                 }
             },
         };
-        return Err(format!(
+        return Err(Refusal::Denied(format!(
             "{}/{} was denied by policy `{}`: {reason}",
             call.server,
             call.tool,
             policy.info().name
-        ));
+        )));
     }
     Ok(granted)
 }

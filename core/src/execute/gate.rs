@@ -16,10 +16,10 @@ use serde_json::Value;
 
 use super::bridge::map_result;
 use crate::{
-    audit::AuditLog,
+    audit::{AuditLog, CallEnd},
     hub::{CallError, CallOptions, Hub},
     infer::Inferred,
-    policy::Judge,
+    policy::{Judge, Refusal},
     relay::Asker,
     telemetry::{CallOutcome, Telemetry},
     tokens::Pending,
@@ -140,9 +140,11 @@ impl Gate {
         let started = std::time::Instant::now();
         let (server, tool) = (request.server.clone(), request.tool.clone());
         let mut outcome = CallOutcome::Failed;
+        let mut denied = false;
         let watched = Watched {
             trace: span.context(),
             outcome: &mut outcome,
+            denied: &mut denied,
         };
         let (value, result) = match self.send(caller, asker, request, watched).await {
             Ok(sent) => sent,
@@ -152,13 +154,18 @@ impl Gate {
         };
         self.telemetry.call_done(span, (&server, &tool), outcome);
         if let Some(audit) = &self.audit {
+            let end = match &value {
+                Ok(_) => CallEnd::Ok,
+                Err(error) if denied => CallEnd::Denied(error),
+                Err(error) => CallEnd::Failed(error),
+            };
             audit.tool_call(
                 &caller.session,
                 &caller.execution,
                 &server,
                 &tool,
                 started.elapsed(),
-                value.as_ref().err(),
+                end,
             );
         }
         Passed { value, result }
@@ -217,7 +224,12 @@ impl Gate {
             };
             crate::policy::check_call(&caller.judges, &asked, time_left, asker.as_deref())
                 .await
-                .inspect_err(|_| *watched.outcome = CallOutcome::Denied)?
+                .map_err(|refusal| {
+                    // Telemetry counts a policy that could not judge as a denial too.
+                    *watched.outcome = CallOutcome::Denied;
+                    *watched.denied = matches!(refusal, Refusal::Denied(_));
+                    refusal.to_string()
+                })?
         } else {
             None
         };
@@ -291,6 +303,8 @@ impl Gate {
 struct Watched<'a> {
     trace: opentelemetry::Context,
     outcome: &'a mut CallOutcome,
+    /// Whether a policy's verdict refused the call (the audit log's `denied`).
+    denied: &'a mut bool,
 }
 
 /// How a call that reached the Hub ended.
