@@ -1,9 +1,10 @@
 //! The previous release's plugin libraries keep loading and working in this host: the plugin
 //! ABI only ever grows by its append rules (see `docs/architecture.md`, "Versions").
 //!
-//! The libraries are read from `RUNBYTE_OLD_PLUGINS` (default `/work/old-plugins`), a folder
-//! of plugins built from an earlier release. Without it the tests say so and pass: CI has no
-//! such folder.
+//! The libraries are read from the folder `RUNBYTE_OLD_PLUGINS` names: the plugins of an earlier
+//! release (`cargo build` at that release's commit, then its `target/debug/*.so`, `.dylib` or
+//! `.dll`). Without it the tests say so and pass: CI builds no earlier release; there
+//! `plugin-api`'s layout test pins what these check.
 
 use std::path::PathBuf;
 
@@ -14,9 +15,10 @@ use serde_json::{Value, json};
 
 /// The folder of old plugins, or `None` (said on stderr) when there is none.
 fn old_plugins() -> Option<PathBuf> {
-    let dir = std::env::var_os("RUNBYTE_OLD_PLUGINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/old-plugins"));
+    let Some(dir) = std::env::var_os("RUNBYTE_OLD_PLUGINS").map(PathBuf::from) else {
+        eprintln!("skipped: RUNBYTE_OLD_PLUGINS names no folder of a previous release's plugins");
+        return None;
+    };
     if dir
         .join(PluginSearch::file_name(PluginKind::Transport, "stdio"))
         .is_file()
