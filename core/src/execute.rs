@@ -15,14 +15,13 @@ mod direct;
 mod gate;
 mod render;
 mod round_trip;
+mod value;
 
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use runbyte_plugin_api::wire::LimitsContext;
 
-#[cfg(test)]
-use bridge::map_result;
 pub use bridge::{HubBridge, Replaying, Resumable};
 pub use direct::DirectCall;
 pub use gate::Gate;
@@ -30,6 +29,8 @@ pub use gate::Gate;
 pub use render::render;
 use render::render_with;
 pub use round_trip::{Client, Progress, Retry, StateSettings};
+#[cfg(test)]
+use value::map_result;
 
 use crate::{
     codegen::CodegenDriver,

@@ -26,6 +26,7 @@ pub mod hub;
 pub mod infer;
 mod logging;
 pub mod os_paths;
+mod own_tools;
 mod platform;
 pub mod plugin;
 mod policy;

@@ -14,7 +14,7 @@ use rmcp::model::CallToolResult;
 use runbyte_plugin_api::wire;
 use serde_json::Value;
 
-use super::bridge::map_result;
+use super::value::map_result;
 use crate::{
     audit::{AuditLog, CallEnd},
     hub::{CallError, CallOptions, Hub},

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 /// Runbyte's own tools: no directly exposed tool may take one of their names.
-pub use crate::server::tools::NAMES as OWN_TOOLS;
+pub use crate::own_tools::NAMES as OWN_TOOLS;
 
 /// The longest tool name MCP allows.
 const MAX_TOOL_NAME: usize = 128;

@@ -35,8 +35,8 @@ use crate::{
     telemetry::{self, Parent},
 };
 
-use super::tools::{
-    self, ExecuteCode, ListDirectory, NotOwn, OwnTool, ReadFile, SaveSkill, SearchTools,
+use crate::own_tools::{
+    self as tools, ExecuteCode, ListDirectory, NotOwn, OwnTool, ReadFile, SaveSkill, SearchTools,
 };
 
 /// How a client learns the workflow, in a few lines (kept short: every client loads it).

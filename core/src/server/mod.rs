@@ -3,7 +3,6 @@
 mod complete;
 mod handler;
 pub mod options;
-pub mod tools;
 
 use std::{sync::Arc, time::Duration};
 

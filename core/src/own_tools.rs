@@ -1,4 +1,5 @@
-//! Runbyte's own tools as typed values: one struct per tool, its arguments as they come over
+//! Runbyte's own tools as typed values (the upstream server, `crate::server`, serves them;
+//! they sit below it and the gateway, whose direct names must not take theirs): one struct per tool, its arguments as they come over
 //! the wire, with the tool's [`Spec`] (name, description, argument schema, hints) beside it;
 //! [`OwnTool`] parses a `tools/call` into one of them, and [`SPECS`] is the one list from
 //! which `tools/list`, the unknown-tool error and the names no direct tool may take
