@@ -340,10 +340,12 @@ fn a_program_that_reads_the_clock_and_randomness_resumes_on_another_replica() {
 #[test]
 fn a_call_made_while_a_question_waits_is_held_so_that_a_replay_elsewhere_makes_it_once() {
     // `change_tools` starts after the question was asked: the state does not hold it, so the
-    // replay on the second replica makes it; the first replica must not have made it too.
+    // replay on the second replica makes it; the first replica must not have made it too. (Its
+    // 400 ms wait is there so that the question comes first even on a loaded machine: with
+    // 50 ms, a slow `ask` once had `change_tools` in flight when it asked.)
     let program = "import { change_tools, ask } from './servers/t';\n\
                    const later = async () => {\n\
-                     await new Promise((done) => setTimeout(done, 50));\n\
+                     await new Promise((done) => setTimeout(done, 400));\n\
                      return change_tools({});\n\
                    };\n\
                    const [answer, changed] = await Promise.all([ask({ message: 'go?' }), later()]);\n\
@@ -353,7 +355,7 @@ fn a_call_made_while_a_question_waits_is_held_so_that_a_replay_elsewhere_makes_i
     };
     let (_, state) = first.ask(1, program);
     // Time for the held call to have been made, had it not been held.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(1500));
     let done = second.answer(2, program, &state, json!({"answer": "y"}));
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert!(text_of(&done).contains("added_1"), "{done}");
