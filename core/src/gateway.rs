@@ -58,6 +58,10 @@ pub struct Gateway {
     codegen: Option<Arc<CodegenDriver>>,
     /// The saved skills' folder.
     skills: crate::skills::Skills,
+    /// Held across a refresh of the skills, so that refreshes end in the order they began: the
+    /// startup read of a large folder cannot finish after a save's refresh and put back a
+    /// list without the skill just saved.
+    skills_refreshing: tokio::sync::Mutex<()>,
     /// Traces and metrics (all off unless `[telemetry]` turns them on).
     telemetry: Telemetry,
     /// Programs, their pauses, and direct calls.
@@ -184,6 +188,7 @@ impl Gateway {
         });
         Arc::new(Gateway {
             skills,
+            skills_refreshing: tokio::sync::Mutex::new(()),
             config: Arc::new(config),
             transports,
             hub,
@@ -261,6 +266,7 @@ impl Gateway {
     /// Reads the skills folder again (on a blocking thread) and serves what it holds under
     /// `/skills`; only each skill's name, description, signature and digests stay in memory.
     pub async fn refresh_skills(&self) {
+        let _refreshing = self.skills_refreshing.lock().await;
         let skills = self.skills.clone();
         let index = tokio::task::spawn_blocking(move || skills.refresh())
             .await
