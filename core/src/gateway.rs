@@ -58,10 +58,11 @@ pub struct Gateway {
     codegen: Option<Arc<CodegenDriver>>,
     /// The saved skills' folder.
     skills: crate::skills::Skills,
-    /// Held across a refresh of the skills, so that refreshes end in the order they began: the
-    /// startup read of a large folder cannot finish after a save's refresh and put back a
-    /// list without the skill just saved.
-    skills_refreshing: tokio::sync::Mutex<()>,
+    /// Held across a refresh of the skills (the read and the VFS's update, on the blocking
+    /// thread, so that a caller that stops waiting does not let it go early): refreshes end in
+    /// the order they began, and the startup read of a large folder cannot finish after a
+    /// save's refresh and put back a list without the skill just saved.
+    skills_refreshing: Arc<std::sync::Mutex<()>>,
     /// Traces and metrics (all off unless `[telemetry]` turns them on).
     telemetry: Telemetry,
     /// Programs, their pauses, and direct calls.
@@ -188,7 +189,7 @@ impl Gateway {
         });
         Arc::new(Gateway {
             skills,
-            skills_refreshing: tokio::sync::Mutex::new(()),
+            skills_refreshing: Arc::default(),
             config: Arc::new(config),
             transports,
             hub,
@@ -266,13 +267,15 @@ impl Gateway {
     /// Reads the skills folder again (on a blocking thread) and serves what it holds under
     /// `/skills`; only each skill's name, description, signature and digests stay in memory.
     pub async fn refresh_skills(&self) {
-        let _refreshing = self.skills_refreshing.lock().await;
-        let skills = self.skills.clone();
-        let index = tokio::task::spawn_blocking(move || skills.refresh())
-            .await
-            .unwrap_or_default();
-        let (files, entries) = crate::skills::vfs_files(&self.skills, &index);
-        self.vfs.set_skills(files, entries);
+        let (skills, vfs) = (self.skills.clone(), self.vfs.clone());
+        let refreshing = self.skills_refreshing.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());
+            let index = skills.refresh();
+            let (files, entries) = crate::skills::vfs_files(&skills, &index);
+            vfs.set_skills(files, entries);
+        })
+        .await;
     }
 
     /// The prompts of every server that offers them, each named with its server's prefix
