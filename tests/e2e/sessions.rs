@@ -104,15 +104,20 @@ async fn beyond_the_pool_and_queue_executions_are_refused_as_busy_while_ping_ans
 }
 
 #[derive(Clone, Default)]
-struct CountsProgress(Arc<AtomicUsize>);
+struct CountsProgress(
+    Arc<AtomicUsize>,
+    Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+);
 
 impl ClientHandler for CountsProgress {
     async fn on_progress(
         &self,
-        _params: ProgressNotificationParam,
+        params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
         self.0.fetch_add(1, Ordering::SeqCst);
+        let token = serde_json::to_value(&params.progress_token).unwrap();
+        self.1.lock().unwrap().push(token);
     }
 }
 
@@ -185,4 +190,65 @@ async fn the_audit_log_records_executions_and_calls_with_secrets_redacted() {
     assert_eq!(execution["tool_calls"], 2);
     assert_eq!(execution["session"], calls[0]["session"]);
     assert!(execution["duration_ms"].is_u64());
+}
+
+/// A tool called directly passes on its server's progress to the client that asked for it,
+/// under the progress token of the client's request.
+#[tokio::test]
+async fn a_direct_call_passes_on_its_servers_progress() {
+    let dir = TempDir::new("direct-progress");
+    let table = test_server_table("t", &[], "expose = \"direct\"\ndirect-prefix = \"t_\"");
+    dir.write("runbyte.toml", &config_with(&table));
+    let mut command = tokio::process::Command::new(runbyte());
+    command
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("RUNBYTE_LOG", "warn");
+    let counter = CountsProgress::default();
+    let client = counter
+        .clone()
+        .serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .any(|tool| tool.name == "t_slow")
+    {
+        assert!(Instant::now() < deadline, "t_slow was never listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut params = CallToolRequestParams::new("t_slow");
+    params.arguments = json!({"ms": 400, "steps": 4}).as_object().cloned();
+    // rmcp gives the request its own progress token: the progress must come back under it.
+    let request =
+        rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+    let handle = client
+        .peer()
+        .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let token = serde_json::to_value(&handle.progress_token).unwrap();
+    let answer = handle.await_response().await.unwrap();
+    let rmcp::model::ServerResult::CallToolResult(result) = answer else {
+        panic!("not a tool result: {answer:?}");
+    };
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    // Notifications may trail the answer by a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counter.0.load(Ordering::SeqCst) < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(counter.0.load(Ordering::SeqCst), 4);
+    // Under the client's token, not the one Runbyte's request went downstream with.
+    assert!(
+        counter.1.lock().unwrap().iter().all(|sent| *sent == token),
+        "{:?}",
+        counter.1.lock().unwrap()
+    );
+    client.cancel().await.unwrap();
 }

@@ -654,6 +654,7 @@ impl ToolBridge for HubBridge {
                 timeout: call.timeout,
                 time_left: call.time_left,
                 keep_result: false,
+                notices: None,
             };
             let result = gate.call(&caller, asker, &trace, request).await.value;
             if let Some((journal, called)) = recording

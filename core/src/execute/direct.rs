@@ -25,6 +25,8 @@ pub struct DirectCall<'a> {
     pub arguments: serde_json::Value,
     /// The trace context the client's request carried.
     pub parent: Parent,
+    /// Where the server's progress and log messages during the call go.
+    pub notices: Option<Arc<dyn crate::relay::Notices>>,
 }
 
 impl Executor {
@@ -52,6 +54,7 @@ impl Executor {
             time_left: limits.timeout,
             reads_resource: false,
             keep_result: true,
+            notices: call.notices,
         };
         let passed = self
             .gate

@@ -77,6 +77,8 @@ pub struct Request {
     pub reads_resource: bool,
     /// Whether the server's result is wanted as it came (a direct call), beside its value.
     pub keep_result: bool,
+    /// Where the server's progress and log messages go (a direct call's client).
+    pub notices: Option<Arc<dyn crate::relay::Notices>>,
 }
 
 /// What came out of the gate.
@@ -189,6 +191,7 @@ impl Gate {
             time_left,
             reads_resource,
             keep_result,
+            notices,
         } = request;
         let spec = if reads_resource {
             None
@@ -244,6 +247,7 @@ impl Gate {
             session: Some(caller.session.clone()),
             timeout: Some(granted.unwrap_or(timeout)),
             asker,
+            notices,
         };
         // The span's context is current while the Hub sends: its `traceparent` goes downstream.
         let answer = self

@@ -13,8 +13,8 @@ use rmcp::{
         CreateMessageRequestParams, CreateMessageResult, CustomResult, ElicitRequest,
         ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, Implementation, InputRequest,
         ListToolsRequest, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-        ProtocolVersion, ResourceUpdatedNotificationParam, ServerNotification, ServerResult,
-        SubscriptionFilter, Tool,
+        ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
+        ServerNotification, ServerResult, SubscriptionFilter, Tool,
     },
     service::{
         ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext,
@@ -141,11 +141,30 @@ impl ClientHandler for HubClient {
             .send(Change::ResourceUpdated(self.server.clone(), params.uri));
     }
 
+    /// Progress on a call: to the client that made it, by the token it was sent with.
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.callers
+            .progress(
+                &params.progress_token,
+                params.progress,
+                params.total,
+                params.message,
+            )
+            .await;
+    }
+
+    /// A log message: to the client whose call is in flight, when it asked for them (see
+    /// [`Callers::log`]); always to Runbyte's own log.
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        self.callers.log(&params).await;
         let server = &self.server;
         let data = params.data;
         match params.level {

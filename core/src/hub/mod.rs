@@ -13,6 +13,7 @@
 
 mod catalog;
 mod client;
+mod completion;
 mod filter;
 mod transports;
 pub mod validate;
@@ -237,7 +238,13 @@ pub struct CallOptions {
     /// Who answers what the tool asks of the user during the call (see [`crate::relay`]);
     /// `None`: nobody, and such a question fails the call.
     pub asker: Option<Arc<dyn Asker>>,
+    /// Where the server's progress and log messages during the call go (a direct call's
+    /// client); `None`: Runbyte's own log only.
+    pub notices: Option<Arc<dyn crate::relay::Notices>>,
 }
+
+/// The `_meta` key of a 2026-07-28 request that asks for its log messages, and from which level.
+pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
 /// The most `input_required` rounds one call to a 2026-07-28 server may take.
 const MAX_INPUT_ROUNDS: usize = 10;
@@ -1113,17 +1120,32 @@ impl Hub {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(arguments);
         // The caller's span (a tool call's) is current: the server joins its trace (SEP-414).
-        let trace = crate::telemetry::current_fields();
-        if !trace.is_empty() {
-            let mut meta = rmcp::model::RequestMetaObject::default();
-            for (key, value) in trace {
-                meta.insert(key, Value::String(value));
-            }
+        let mut meta = rmcp::model::RequestMetaObject::default();
+        for (key, value) in crate::telemetry::current_fields() {
+            meta.insert(key, Value::String(value));
+        }
+        let in_flight = connection
+            .callers
+            .enter(options.asker.clone(), options.notices.clone());
+        // A 2026-07-28 server is told in the request which log messages the client wants (a
+        // session's server was told by `logging/setLevel`). Its progress comes under the token
+        // the request goes with, which is the connection's own (see `send_call`).
+        if let Some(level) = options.notices.as_ref().and_then(|n| n.log_level())
+            && connection.is_stateless()
+            && let Ok(level) = serde_json::to_value(level)
+        {
+            meta.insert(LOG_LEVEL_META.to_owned(), level);
+        }
+        if !meta.is_empty() {
             params.meta = Some(meta);
         }
         let started = Instant::now();
-        let in_flight = connection.callers.enter(options.asker.clone());
-        let sending = send_call(&connection, params, options.asker.as_deref());
+        let sending = send_call(
+            &connection,
+            params,
+            options.asker.as_deref(),
+            in_flight.caller(),
+        );
         let outcome = tokio::time::timeout(timeout, sending).await;
         tracing::debug!(
             server,
@@ -1226,13 +1248,17 @@ async fn send_call(
     connection: &Connection,
     mut params: CallToolRequestParams,
     asker: Option<&dyn Asker>,
+    caller: &crate::relay::Caller,
 ) -> Result<Sent, ServiceError> {
     let peer = connection.service.peer();
     if !connection.is_stateless() {
-        return peer.call_tool(params).await.map(Sent::Result);
+        return match call_once(peer, params, caller).await? {
+            CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
+            _ => Err(ServiceError::UnexpectedResponse),
+        };
     }
     for _ in 0..MAX_INPUT_ROUNDS {
-        let asked = match peer.call_tool_once(params.clone()).await? {
+        let asked = match call_once(peer, params.clone(), caller).await? {
             CallToolResponse::Complete(result) => return Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => asked,
             _ => return Err(ServiceError::UnexpectedResponse),
@@ -1261,4 +1287,75 @@ async fn send_call(
     Ok(Sent::Unanswered(format!(
         "it kept asking for input past {MAX_INPUT_ROUNDS} rounds"
     )))
+}
+
+/// One `tools/call` request, as rmcp's `call_tool_once` sends it, but with the progress token
+/// rmcp gives the request recorded on the call's [`Caller`] before the request goes: the
+/// server's progress is routed by it. Dropped before the answer, the request is cancelled
+/// downstream (`notifications/cancelled`).
+async fn call_once(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    params: CallToolRequestParams,
+    caller: &crate::relay::Caller,
+) -> Result<CallToolResponse, ServiceError> {
+    let request =
+        rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+    let handle = peer
+        .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+        .await?;
+    caller.sent_with(handle.progress_token.clone());
+    let abandoned = Abandoned {
+        peer: Some(peer.clone()),
+        id: handle.id.clone(),
+    };
+    let answer = handle.await_response().await;
+    abandoned.disarm();
+    match answer? {
+        rmcp::model::ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+        rmcp::model::ServerResult::InputRequiredResult(asked) => {
+            Ok(CallToolResponse::InputRequired(asked))
+        }
+        rmcp::model::ServerResult::CreateTaskResult(task) => Ok(CallToolResponse::Task(task)),
+        // A result with no content (`{}` or `_meta` only) is a call that returned nothing.
+        other => serde_json::to_value(other)
+            .ok()
+            .filter(|value| {
+                value
+                    .as_object()
+                    .is_some_and(|o| o.keys().all(|k| k == "_meta"))
+            })
+            .and_then(|value| serde_json::from_value::<CallToolResult>(value).ok())
+            .map(CallToolResponse::Complete)
+            .ok_or(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// A request in flight that, dropped unanswered (its caller timed out or went away), tells the
+/// server so.
+struct Abandoned {
+    peer: Option<rmcp::Peer<rmcp::RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Abandoned {
+    fn disarm(mut self) {
+        self.peer = None;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let cancelled = rmcp::model::CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the call was abandoned".to_owned()),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
+        }
+    }
 }

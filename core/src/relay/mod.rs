@@ -37,6 +37,25 @@ pub use paused::{Paused, ResumeError, Resumed, Waiting};
 /// What can be asked: an `elicitation/create`, `sampling/createMessage` or `roots/list` request.
 pub type Question = InputRequest;
 
+/// Where what a server says during one call goes, besides its result: its progress and its
+/// log messages, for a client that made the call directly and asked for them.
+// Logging is deprecated from 2026-07-28 (SEP-2577); the revisions Runbyte serves have it.
+#[allow(deprecated)]
+pub trait Notices: Send + Sync {
+    /// The server's progress on the call (`notifications/progress`), token aside.
+    fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) -> BoxFuture<'static, ()>;
+    /// A log message the server sent during the call (`notifications/message`).
+    fn log(&self, message: rmcp::model::LoggingMessageNotificationParam) -> BoxFuture<'static, ()>;
+    /// The least severe level the client asked for (`None`: it wants no log messages), which a
+    /// 2026-07-28 server is told in the call's `_meta`.
+    fn log_level(&self) -> Option<rmcp::model::LoggingLevel>;
+}
+
 /// Whoever answers an execution's questions: the client that started it.
 pub trait Asker: Send + Sync {
     /// Asks; the answer is the result of the question's method (`ElicitResult`,
@@ -413,13 +432,31 @@ pub struct Callers {
     calls: Arc<Mutex<Vec<Arc<Caller>>>>,
 }
 
-/// One call in flight: its execution's asker, and whether a question was refused.
+/// One call in flight: its execution's asker, where its progress and logs go, the progress
+/// token it was sent with, and whether a question was refused.
 pub struct Caller {
     asker: Option<Arc<dyn Asker>>,
+    notices: Option<Arc<dyn Notices>>,
+    token: Mutex<Option<rmcp::model::ProgressToken>>,
     refused: Mutex<Option<String>>,
 }
 
 impl Caller {
+    /// Records the progress token the call's request went downstream with (each round of a
+    /// 2026-07-28 call is a request of its own): its server's progress reaches this call's
+    /// [`Notices`] and no other's.
+    pub fn sent_with(&self, token: rmcp::model::ProgressToken) {
+        if let Ok(mut held) = self.token.lock() {
+            *held = Some(token);
+        }
+    }
+
+    fn holds(&self, token: &rmcp::model::ProgressToken) -> bool {
+        self.token
+            .lock()
+            .is_ok_and(|held| held.as_ref() == Some(token))
+    }
+
     /// Why a question during this call could not be asked, if one could not.
     pub fn refused(&self) -> Option<String> {
         self.refused.lock().ok().and_then(|refused| refused.clone())
@@ -449,9 +486,15 @@ impl Drop for InFlight {
 
 impl Callers {
     /// Registers a call for as long as the guard lives.
-    pub fn enter(&self, asker: Option<Arc<dyn Asker>>) -> InFlight {
+    pub fn enter(
+        &self,
+        asker: Option<Arc<dyn Asker>>,
+        notices: Option<Arc<dyn Notices>>,
+    ) -> InFlight {
         let caller = Arc::new(Caller {
             asker,
+            notices,
+            token: Mutex::new(None),
             refused: Mutex::new(None),
         });
         if let Ok(mut calls) = self.calls.lock() {
@@ -461,6 +504,51 @@ impl Callers {
             callers: self.clone(),
             caller,
         }
+    }
+
+    /// The server's progress on the call sent with progress token `token`, to that call's
+    /// [`Notices`]; a token no call in flight holds (a late or made-up one) is dropped.
+    pub async fn progress(
+        &self,
+        token: &rmcp::model::ProgressToken,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) {
+        let notices = self.calls.lock().ok().and_then(|calls| {
+            calls
+                .iter()
+                .find(|call| call.holds(token))
+                .and_then(|call| call.notices.clone())
+        });
+        if let Some(notices) = notices {
+            notices.progress(progress, total, message).await;
+        }
+    }
+
+    /// A log message the server sent: to the [`Notices`] of the call in flight, when every call
+    /// in flight on the connection has the same (with several clients' calls in flight, whose
+    /// the message is cannot be told, and it goes to Runbyte's own log only). Returns whether
+    /// it was passed on.
+    #[allow(deprecated)]
+    pub async fn log(&self, message: &rmcp::model::LoggingMessageNotificationParam) -> bool {
+        let calls: Vec<Arc<Caller>> = self
+            .calls
+            .lock()
+            .map(|calls| calls.clone())
+            .unwrap_or_default();
+        let Some(Some(first)) = calls.first().map(|call| call.notices.clone()) else {
+            return false;
+        };
+        let one = calls.iter().all(|call| {
+            call.notices
+                .as_ref()
+                .is_some_and(|notices| Arc::ptr_eq(notices, &first))
+        });
+        if one {
+            first.log(message.clone()).await;
+        }
+        one
     }
 
     /// Asks the execution whose call is in flight. With calls of several executions in flight
@@ -700,11 +788,11 @@ mod tests {
         let callers = Callers::default();
         let one: Arc<dyn Asker> = Arc::new(Unattended);
         let two: Arc<dyn Asker> = Arc::new(Unattended);
-        let first = callers.enter(Some(one.clone()));
+        let first = callers.enter(Some(one.clone()), None);
         let answer = callers.ask(elicit("alone")).await.unwrap();
         assert_eq!(answer["action"], "accept");
         assert_eq!(answer["content"]["approve"], true);
-        let second = callers.enter(Some(two));
+        let second = callers.enter(Some(two), None);
         let error = callers.ask(elicit("which?")).await.unwrap_err();
         assert!(error.contains("several executions"), "{error}");
         assert!(first.caller().refused().is_some());

@@ -15,12 +15,13 @@ use std::{
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-        CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
-        GetSkillResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-        ListResourcesResult, ListSkillsResult, ListToolsResult, LoggingLevel,
-        LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-        ProgressToken, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+        CompleteResult, ContentBlock, CustomRequest, CustomResult, ErrorCode,
+        GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListSkillsResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+        PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
         ResourceContents, ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams,
         SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
@@ -325,6 +326,79 @@ impl execute::Progress for PeerProgress {
     }
 }
 
+/// A direct call's progress and log messages, to the client that made it: progress when its
+/// request carries a progress token, log messages from the level it asked for (a legacy
+/// session by `logging/setLevel`, a 2026-07-28 request in its `_meta`); nothing it did not ask for.
+#[allow(deprecated)]
+struct PeerNotices {
+    peer: rmcp::Peer<RoleServer>,
+    token: Option<ProgressToken>,
+    level: Option<LoggingLevel>,
+}
+
+#[allow(deprecated)]
+impl PeerNotices {
+    fn of(
+        context: &RequestContext<RoleServer>,
+        session_level: &Mutex<Option<LoggingLevel>>,
+    ) -> Self {
+        let level = if context.peer.peer_info().is_some() {
+            session_level.lock().ok().and_then(|level| *level)
+        } else {
+            context
+                .meta
+                .get(crate::hub::LOG_LEVEL_META)
+                .and_then(|level| serde_json::from_value(level.clone()).ok())
+        };
+        PeerNotices {
+            peer: context.peer.clone(),
+            token: context.meta.get_progress_token(),
+            level,
+        }
+    }
+}
+
+#[allow(deprecated)]
+impl crate::relay::Notices for PeerNotices {
+    fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let Some(token) = self.token.clone() else {
+            return Box::pin(async {});
+        };
+        let mut params = ProgressNotificationParam::new(token, progress);
+        params.total = total;
+        params.message = message;
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            let _ = peer.notify_progress(params).await;
+        })
+    }
+
+    fn log(
+        &self,
+        message: LoggingMessageNotificationParam,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let wanted = self
+            .level
+            .is_some_and(|wanted| severity(message.level) >= severity(wanted));
+        if !wanted {
+            return Box::pin(async {});
+        }
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            let _ = peer.notify_logging_message(message).await;
+        })
+    }
+
+    fn log_level(&self) -> Option<LoggingLevel> {
+        self.level
+    }
+}
+
 /// How long after start the VFS tools wait for servers still starting: what is about to be
 /// ready is shown ready, and a server that takes longer delays no one (its folder says
 /// "starting").
@@ -367,6 +441,17 @@ fn catalog_error(error: crate::hub::CatalogError, uri: Option<&str>) -> ErrorDat
 
 /// Where the page a list request asks for starts: 0 without a cursor; -32602 for a cursor
 /// Runbyte did not give.
+/// A completion's reference names no prompt or template Runbyte serves: -32602 saying why.
+fn invalid_reference(why: String, reference: &Reference) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INVALID_PARAMS,
+        why,
+        serde_json::to_value(reference)
+            .ok()
+            .map(|reference| json!({ "ref": reference })),
+    )
+}
+
 fn page_offset(request: Option<&PaginatedRequestParams>) -> Result<usize, ErrorData> {
     match request.and_then(|r| r.cursor.as_deref()) {
         None => Ok(0),
@@ -397,6 +482,7 @@ impl ServerHandler for Session {
                 .enable_resources_subscribe()
                 .enable_prompts()
                 .enable_prompts_list_changed()
+                .enable_completions()
                 .enable_skills()
                 .build(),
         );
@@ -703,6 +789,62 @@ impl ServerHandler for Session {
         }
     }
 
+    /// `completion/complete` for a downstream prompt (by Runbyte's name for it) or resource
+    /// template (by Runbyte's URI for it): asked of its server with the server's own name or
+    /// template, and the server's values answered as they are.
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let server = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let target = self.gateway.prompt_target(&prompt.name).await;
+                let (server, name) = match target {
+                    Some(Ok(target)) => target,
+                    Some(Err(why)) => return Err(invalid_reference(why, &request.r#ref)),
+                    None => {
+                        let why = format!("unknown prompt `{}`", prompt.name);
+                        return Err(invalid_reference(why, &request.r#ref));
+                    }
+                };
+                prompt.name = name;
+                server
+            }
+            Reference::Resource(template) => {
+                let Some((server, original)) = crate::hub::split_uri(&template.uri)
+                    .map(|(server, original)| (server, original.to_owned()))
+                else {
+                    let why = format!(
+                        "`{}` is not a resource template Runbyte lists (resources/templates/list \
+                         gives them)",
+                        template.uri
+                    );
+                    return Err(invalid_reference(why, &request.r#ref));
+                };
+                template.uri = original;
+                server
+            }
+            _ => {
+                let why = "completion/complete names a reference Runbyte does not know".to_owned();
+                return Err(invalid_reference(why, &request.r#ref));
+            }
+        };
+        request.meta = None;
+        match self
+            .gateway
+            .hub()
+            .complete(&server, request, Some(&self.session))
+            .await
+        {
+            Ok(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result)
+            }
+            Err(error) => Err(catalog_error(error, None)),
+        }
+    }
+
     // `logging/setLevel` belongs to the revisions Runbyte serves (deprecated only from 2026-07-28).
     #[allow(deprecated)]
     async fn set_level(
@@ -802,6 +944,7 @@ impl ServerHandler for Session {
                     target: (&target.0, &target.1),
                     arguments: args,
                     parent: Parent::from_meta(&context.meta),
+                    notices: Some(Arc::new(PeerNotices::of(&context, &self.log_level))),
                 };
                 let called = self.gateway.executor().direct(call).await;
                 return Ok(match called {
