@@ -23,7 +23,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use runbyte_plugin_api::wire::LimitsContext;
 
 pub use bridge::{HubBridge, Replaying, Resumable};
-pub use direct::DirectCall;
+pub use direct::{DirectCall, DirectError};
 pub use gate::Gate;
 #[cfg(test)]
 pub use render::render;

@@ -25,10 +25,15 @@ struct Served {
 
 impl Served {
     fn start() -> Served {
+        Served::start_with("")
+    }
+
+    /// With `extra` in the test server's table.
+    fn start_with(extra: &str) -> Served {
         let dir = TempDir::new("eras-stdio");
         dir.write(
             "runbyte.toml",
-            &config_of(&[test_server_table("t", &[], "")]),
+            &config_of(&[test_server_table("t", &[], extra)]),
         );
         let mut child = Command::new(runbyte())
             .args(["serve", "--config"])
@@ -231,4 +236,58 @@ fn stdio_still_serves_a_2025_11_25_session() {
     let listed = served.request(3, "tools/list", json!({}));
     assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 5);
     assert!(listed["result"].get("resultType").is_none(), "{listed}");
+}
+
+/// A tool seen directly by a 2026-07-28 client, of a 2026-07-28 server: the server's question
+/// reaches the client as the server asked it (`input_required`), the client's retry brings the
+/// answer and the server's `requestState` back, and the server's refusal of a tampered state
+/// comes back as its JSON-RPC error.
+#[test]
+fn a_direct_call_passes_its_servers_question_to_a_2026_07_28_client() {
+    let mut served = Served::start_with("expose = \"direct\"\ndirect-prefix = \"t_\"");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in 100.. {
+        let listed = served.request(id, "tools/list", with_meta(json!({})));
+        if listed.to_string().contains("\"t_ask\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "t_ask was never listed: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let call = |extra: Value| {
+        let mut params = json!({"name": "t_ask", "arguments": {"message": "colour?"}});
+        for (key, value) in extra.as_object().unwrap() {
+            params[key] = value.clone();
+        }
+        with_meta(params)
+    };
+
+    let asked = served.request(1, "tools/call", call(json!({})));
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let question = &result["inputRequests"]["answer"];
+    assert_eq!(question["method"], "elicitation/create", "{asked}");
+    assert_eq!(question["params"]["message"], "colour?", "{asked}");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    assert!(state.starts_with("ask:"), "the server's own state: {asked}");
+
+    let answer = json!({"answer": {"action": "accept", "content": {"answer": "blue"}}});
+    let answered = served.request(
+        2,
+        "tools/call",
+        call(json!({"inputResponses": answer, "requestState": state})),
+    );
+    assert_eq!(answered["result"]["resultType"], "complete", "{answered}");
+    assert_ne!(answered["result"]["isError"], true, "{answered}");
+    assert!(answered.to_string().contains("blue"), "{answered}");
+
+    let tampered = served.request(
+        3,
+        "tools/call",
+        call(json!({"inputResponses": answer, "requestState": format!("{state}-x")})),
+    );
+    assert_eq!(tampered["error"]["code"], -32602, "{tampered}");
 }

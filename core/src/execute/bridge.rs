@@ -655,6 +655,7 @@ impl ToolBridge for HubBridge {
                 time_left: call.time_left,
                 keep_result: false,
                 notices: None,
+                pass_through: None,
             };
             let result = gate.call(&caller, asker, &trace, request).await.value;
             if let Some((journal, called)) = recording

@@ -3,13 +3,17 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ResultType};
+use rmcp::model::{CallToolResponse, ErrorData, ResultType};
 
 use super::{
     Executor,
     gate::{Caller, Position, Request},
 };
-use crate::{relay::Asker, telemetry::Parent};
+use crate::{
+    hub::{CallError, PassThrough},
+    relay::Asker,
+    telemetry::Parent,
+};
 
 /// One direct call, as a client asked it.
 pub struct DirectCall<'a> {
@@ -27,6 +31,17 @@ pub struct DirectCall<'a> {
     pub parent: Parent,
     /// Where the server's progress and log messages during the call go.
     pub notices: Option<Arc<dyn crate::relay::Notices>>,
+    /// A 2026-07-28 client's call: its server's questions go back to it as they came.
+    pub pass_through: Option<Arc<PassThrough>>,
+}
+
+/// Why a direct call has no result.
+pub enum DirectError {
+    /// The call was not made or failed on Runbyte's side (denied, invalid, unreachable, timed
+    /// out): the client reads why as the tool's error (redacted).
+    Failed(String),
+    /// The server answered with a JSON-RPC error: the client gets it as it came (redacted).
+    Server(ErrorData),
 }
 
 impl Executor {
@@ -34,10 +49,13 @@ impl Executor {
     /// program's call (with the session's limits for its timeout), and it passes the same gate
     /// (the Hub checks the arguments and sends it; it is traced, audited, its tokens counted
     /// into the session's totals and its shape learned). The server's result comes back as it
-    /// is, marked complete for 2026-07-28 clients; `Err` is why the call was not made or failed
-    /// (redacted).
-    pub async fn direct(&self, call: DirectCall<'_>) -> Result<CallToolResult, String> {
-        let (limits, judges) = self.session_limits(call.session, call.listener).await?;
+    /// is, marked complete for 2026-07-28 clients, or its question when it asked one of a
+    /// client it passes them to ([`PassThrough`]).
+    pub async fn direct(&self, call: DirectCall<'_>) -> Result<CallToolResponse, DirectError> {
+        let (limits, judges) = self
+            .session_limits(call.session, call.listener)
+            .await
+            .map_err(DirectError::Failed)?;
         let caller = Caller {
             session: call.session.to_owned(),
             execution: super::execution_id(),
@@ -55,23 +73,37 @@ impl Executor {
             reads_resource: false,
             keep_result: true,
             notices: call.notices,
+            pass_through: call.pass_through.clone(),
         };
         let passed = self
             .gate
             .call(&caller, call.asker, &call.parent.context(), request)
             .await;
         self.count_direct(caller);
-        match passed.result {
-            Some(mut result) => {
-                // A legacy server's result has no `resultType`; 2026-07-28 requires it (rmcp
-                // drops it again for legacy clients).
-                result.result_type.get_or_insert(ResultType::COMPLETE);
-                Ok(result)
+        if let Some(mut result) = passed.result {
+            // A legacy server's result has no `resultType`; 2026-07-28 requires it (rmcp drops
+            // it again for legacy clients).
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            return Ok(result.into());
+        }
+        match passed.failure {
+            Some(CallError::Asked { .. })
+                if let Some(asked) = call.pass_through.as_ref().and_then(|p| p.asked()) =>
+            {
+                Ok(CallToolResponse::InputRequired(asked))
             }
-            None => Err(passed
-                .value
-                .err()
-                .unwrap_or_else(|| "the call returned nothing".to_owned())),
+            // Not an authorization's refusal: those say how to log in, in Runbyte's words.
+            Some(CallError::Protocol {
+                answer: Some(error),
+                auth: None,
+                ..
+            }) => Err(DirectError::Server(*error)),
+            _ => Err(DirectError::Failed(
+                passed
+                    .value
+                    .err()
+                    .unwrap_or_else(|| "the call returned nothing".to_owned()),
+            )),
         }
     }
 

@@ -79,6 +79,8 @@ pub struct Request {
     pub keep_result: bool,
     /// Where the server's progress and log messages go (a direct call's client).
     pub notices: Option<Arc<dyn crate::relay::Notices>>,
+    /// A 2026-07-28 client's direct call: the server's questions go back to it.
+    pub pass_through: Option<Arc<crate::hub::PassThrough>>,
 }
 
 /// What came out of the gate.
@@ -89,6 +91,9 @@ pub struct Passed {
     /// The server's result as it came, when [`Request::keep_result`] asked and the server
     /// answered.
     pub result: Option<CallToolResult>,
+    /// Why the call failed, as the Hub said it, when [`Request::keep_result`] asked (a direct
+    /// call passes a server's JSON-RPC error or question on as it came).
+    pub failure: Option<CallError>,
 }
 
 impl Gate {
@@ -143,10 +148,12 @@ impl Gate {
         let (server, tool) = (request.server.clone(), request.tool.clone());
         let mut outcome = CallOutcome::Failed;
         let mut denied = false;
+        let mut failure = None;
         let watched = Watched {
             trace: span.context(),
             outcome: &mut outcome,
             denied: &mut denied,
+            failure: &mut failure,
         };
         let (value, result) = match self.send(caller, asker, request, watched).await {
             Ok(sent) => sent,
@@ -170,7 +177,11 @@ impl Gate {
                 end,
             );
         }
-        Passed { value, result }
+        Passed {
+            value,
+            result,
+            failure,
+        }
     }
 
     /// The verdict, the Hub's call, the tokens and the inferred shape: the steps that may end
@@ -192,6 +203,7 @@ impl Gate {
             reads_resource,
             keep_result,
             notices,
+            pass_through,
         } = request;
         let spec = if reads_resource {
             None
@@ -248,6 +260,7 @@ impl Gate {
             timeout: Some(granted.unwrap_or(timeout)),
             asker,
             notices,
+            pass_through,
         };
         // The span's context is current while the Hub sends: its `traceparent` goes downstream.
         let answer = self
@@ -256,7 +269,16 @@ impl Gate {
             .with_context(watched.trace)
             .await;
         *watched.outcome = call_outcome(&answer);
-        let result = answer.map_err(|e| e.to_string())?;
+        let result = match answer {
+            Ok(result) => result,
+            Err(error) => {
+                let why = error.to_string();
+                if keep_result {
+                    *watched.failure = Some(error);
+                }
+                return Err(why);
+            }
+        };
         caller.tokens.add(&server, &result);
         let (value, result) = if keep_result {
             let value = map_result(&server, &tool, result.clone());
@@ -309,13 +331,16 @@ struct Watched<'a> {
     outcome: &'a mut CallOutcome,
     /// Whether a policy's verdict refused the call (the audit log's `denied`).
     denied: &'a mut bool,
+    /// The Hub's error, kept for a caller that wants it as it came.
+    failure: &'a mut Option<CallError>,
 }
 
 /// How a call that reached the Hub ended.
 fn call_outcome(answer: &Result<CallToolResult, CallError>) -> CallOutcome {
     match answer {
         Ok(result) if result.is_error == Some(true) => CallOutcome::ToolError,
-        Ok(_) => CallOutcome::Ok,
+        // A question passed on to the client: the call is answered on its retry.
+        Ok(_) | Err(CallError::Asked { .. }) => CallOutcome::Ok,
         Err(CallError::Timeout { .. }) => CallOutcome::Timeout,
         Err(_) => CallOutcome::Failed,
     }

@@ -196,7 +196,14 @@ pub enum CallError {
         message: String,
         /// The server's authorization refused the call (read where the message came in).
         auth: Option<AuthFailure>,
+        /// The server's JSON-RPC error as it came, when it answered with one (a client that
+        /// calls the tool directly gets it as it is).
+        answer: Option<Box<rmcp::model::ErrorData>>,
     },
+    /// A 2026-07-28 server asked for input during a direct call that passes its questions on
+    /// ([`PassThrough`]): the question is in the pass-through, for the client.
+    #[error("{server}/{tool} asked the client for input")]
+    Asked { server: String, tool: String },
 }
 
 impl CallError {
@@ -212,9 +219,16 @@ impl CallError {
     fn redact(&mut self) {
         let guard = crate::redact::guard();
         match self {
+            CallError::Protocol {
+                message, answer, ..
+            } => {
+                *message = guard.redact(message).into_owned();
+                if let Some(answer) = answer {
+                    guard.redact_serde(answer.as_mut());
+                }
+            }
             CallError::InvalidArguments { message, .. }
             | CallError::Input { message, .. }
-            | CallError::Protocol { message, .. }
             | CallError::Unavailable {
                 reason: message, ..
             }
@@ -223,6 +237,7 @@ impl CallError {
             } => *message = guard.redact(message).into_owned(),
             CallError::UnknownServer { .. }
             | CallError::UnknownTool { .. }
+            | CallError::Asked { .. }
             | CallError::Timeout { .. } => {}
         }
     }
@@ -241,10 +256,53 @@ pub struct CallOptions {
     /// Where the server's progress and log messages during the call go (a direct call's
     /// client); `None`: Runbyte's own log only.
     pub notices: Option<Arc<dyn crate::relay::Notices>>,
+    /// A 2026-07-28 client's direct call: a 2026-07-28 server's questions go back to the
+    /// client as they came, instead of to `asker`.
+    pub pass_through: Option<Arc<PassThrough>>,
+}
+
+/// A direct call of a 2026-07-28 client, in front of a 2026-07-28 server: what the server asks
+/// (`input_required`) goes to the client as it came, and the client's retry brings the answers
+/// and the server's `requestState` back, which the server checks (Runbyte neither reads nor
+/// keeps them). A legacy server never sees them.
+pub struct PassThrough {
+    /// The client's `inputResponses`.
+    pub answers: Option<rmcp::model::InputResponses>,
+    /// The `requestState` the client echoes.
+    pub state: Option<String>,
+    /// What the client says it can answer (its request's `_meta` clientCapabilities), told to
+    /// the server in place of Runbyte's own.
+    pub capabilities: Option<Value>,
+    asked: Mutex<Option<rmcp::model::InputRequiredResult>>,
+}
+
+impl PassThrough {
+    /// A client's call with its retry's answers and state, and its capabilities.
+    pub fn new(
+        answers: Option<rmcp::model::InputResponses>,
+        state: Option<String>,
+        capabilities: Option<Value>,
+    ) -> Self {
+        PassThrough {
+            answers,
+            state,
+            capabilities,
+            asked: Mutex::default(),
+        }
+    }
+
+    /// The server's question for the client, when the call ended with one
+    /// ([`CallError::Asked`]).
+    pub fn asked(&self) -> Option<rmcp::model::InputRequiredResult> {
+        self.asked.lock().ok().and_then(|mut asked| asked.take())
+    }
 }
 
 /// The `_meta` key of a 2026-07-28 request that asks for its log messages, and from which level.
 pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+/// The `_meta` key of a 2026-07-28 request that says what its client can answer.
+pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// The most `input_required` rounds one call to a 2026-07-28 server may take.
 const MAX_INPUT_ROUNDS: usize = 10;
@@ -1073,6 +1131,7 @@ impl Hub {
                 tool,
                 message,
                 auth: Some(failure @ AuthFailure::InsufficientScope { .. }),
+                answer,
             }) => {
                 if let Some(account) = &slot.account {
                     account.note_challenge(&failure);
@@ -1086,6 +1145,7 @@ impl Hub {
                     server,
                     tool,
                     auth: Some(failure),
+                    answer,
                 })
             }
             other => other,
@@ -1140,12 +1200,7 @@ impl Hub {
             params.meta = Some(meta);
         }
         let started = Instant::now();
-        let sending = send_call(
-            &connection,
-            params,
-            options.asker.as_deref(),
-            in_flight.caller(),
-        );
+        let sending = send_call(&connection, params, options, in_flight.caller());
         let outcome = tokio::time::timeout(timeout, sending).await;
         tracing::debug!(
             server,
@@ -1171,6 +1226,10 @@ impl Hub {
                 tool: tool.to_owned(),
                 message,
             }),
+            Ok(Ok(Sent::Asked)) => Err(CallError::Asked {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            }),
             Err(_) => Err(CallError::Timeout {
                 server: server.to_owned(),
                 tool: tool.to_owned(),
@@ -1183,6 +1242,7 @@ impl Hub {
                 tool: tool.to_owned(),
                 auth: AuthFailure::of(&error.message),
                 message: format!("{} (JSON-RPC error {})", error.message, error.code.0),
+                answer: Some(Box::new(error)),
             }),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 // The reader records the exit status a moment after the pipe closes.
@@ -1212,6 +1272,7 @@ impl Hub {
                 tool: tool.to_owned(),
                 message: other.to_string(),
                 auth: None,
+                answer: None,
             }),
         }
     }
@@ -1238,6 +1299,8 @@ enum Sent {
     Result(CallToolResult),
     /// A 2026-07-28 server's question that nobody could answer, and why.
     Unanswered(String),
+    /// A 2026-07-28 server's question, passed on to the client ([`PassThrough`]).
+    Asked,
 }
 
 /// Sends a call. A 2026-07-28 server's `input_required` results are answered by `asker` and the
@@ -1247,18 +1310,38 @@ enum Sent {
 async fn send_call(
     connection: &Connection,
     mut params: CallToolRequestParams,
-    asker: Option<&dyn Asker>,
+    options: &CallOptions,
     caller: &crate::relay::Caller,
 ) -> Result<Sent, ServiceError> {
     let peer = connection.service.peer();
     if !connection.is_stateless() {
-        return match call_once(peer, params, caller).await? {
+        return match call_once(peer, params, None, caller).await? {
             CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
             _ => Err(ServiceError::UnexpectedResponse),
         };
     }
+    if let Some(through) = &options.pass_through {
+        params.input_responses = through.answers.clone();
+        params.request_state = through.state.clone();
+        let capabilities = through.capabilities.clone().map(|capabilities| {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
+            meta
+        });
+        return match call_once(peer, params, capabilities, caller).await? {
+            CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
+            CallToolResponse::InputRequired(asked) => {
+                if let Ok(mut held) = through.asked.lock() {
+                    *held = Some(asked);
+                }
+                Ok(Sent::Asked)
+            }
+            _ => Err(ServiceError::UnexpectedResponse),
+        };
+    }
+    let asker = options.asker.as_deref();
     for _ in 0..MAX_INPUT_ROUNDS {
-        let asked = match call_once(peer, params.clone(), caller).await? {
+        let asked = match call_once(peer, params.clone(), None, caller).await? {
             CallToolResponse::Complete(result) => return Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => asked,
             _ => return Err(ServiceError::UnexpectedResponse),
@@ -1292,17 +1375,21 @@ async fn send_call(
 /// One `tools/call` request, as rmcp's `call_tool_once` sends it, but with the progress token
 /// rmcp gives the request recorded on the call's [`Caller`] before the request goes: the
 /// server's progress is routed by it. Dropped before the answer, the request is cancelled
-/// downstream (`notifications/cancelled`).
+/// downstream (`notifications/cancelled`). `meta` goes into the request's `_meta` over what
+/// rmcp puts there.
 async fn call_once(
     peer: &rmcp::Peer<rmcp::RoleClient>,
     params: CallToolRequestParams,
+    meta: Option<rmcp::model::RequestMetaObject>,
     caller: &crate::relay::Caller,
 ) -> Result<CallToolResponse, ServiceError> {
     let request =
         rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-    let handle = peer
-        .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
-        .await?;
+    let mut options = rmcp::service::PeerRequestOptions::no_options();
+    if let Some(meta) = meta {
+        options = options.with_meta(meta);
+    }
+    let handle = peer.send_request_with_option(request, options).await?;
     caller.sent_with(handle.progress_token.clone());
     let abandoned = Abandoned {
         peer: Some(peer.clone()),
@@ -1310,6 +1397,13 @@ async fn call_once(
     };
     let answer = handle.await_response().await;
     abandoned.disarm();
+    // rmcp hands each notification to a task of its own: progress the server sent before its
+    // answer may not have been passed on yet. Those tasks run first, before the answer goes.
+    if caller.has_notices() {
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+    }
     match answer? {
         rmcp::model::ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
         rmcp::model::ServerResult::InputRequiredResult(asked) => {

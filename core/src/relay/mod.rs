@@ -430,7 +430,18 @@ impl<T: Send + 'static> Asker for RoundTrip<T> {
 #[derive(Default, Clone)]
 pub struct Callers {
     calls: Arc<Mutex<Vec<Arc<Caller>>>>,
+    /// The last calls that ended, for progress their server sent just before its answer that
+    /// rmcp's tasks hand on just after it (at most [`ENDED`], for [`LATE`]).
+    ended: Arc<Mutex<std::collections::VecDeque<Ended>>>,
 }
+
+/// A call that ended, and when.
+type Ended = (std::time::Instant, Arc<Caller>);
+
+/// How many ended calls' progress is still passed on.
+const ENDED: usize = 16;
+/// For how long after its call ended progress is still passed on.
+const LATE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One call in flight: its execution's asker, where its progress and logs go, the progress
 /// token it was sent with, and whether a question was refused.
@@ -449,6 +460,11 @@ impl Caller {
         if let Ok(mut held) = self.token.lock() {
             *held = Some(token);
         }
+    }
+
+    /// Whether what the server says during the call goes somewhere besides Runbyte's log.
+    pub fn has_notices(&self) -> bool {
+        self.notices.is_some()
     }
 
     fn holds(&self, token: &rmcp::model::ProgressToken) -> bool {
@@ -481,6 +497,14 @@ impl Drop for InFlight {
         if let Ok(mut calls) = self.callers.calls.lock() {
             calls.retain(|caller| !Arc::ptr_eq(caller, &self.caller));
         }
+        if self.caller.notices.is_some()
+            && let Ok(mut ended) = self.callers.ended.lock()
+        {
+            if ended.len() == ENDED {
+                ended.pop_front();
+            }
+            ended.push_back((std::time::Instant::now(), self.caller.clone()));
+        }
     }
 }
 
@@ -507,7 +531,8 @@ impl Callers {
     }
 
     /// The server's progress on the call sent with progress token `token`, to that call's
-    /// [`Notices`]; a token no call in flight holds (a late or made-up one) is dropped.
+    /// [`Notices`] (also a moment after the call ended); a token no call holds (a made-up one,
+    /// or a call long over) is dropped.
     pub async fn progress(
         &self,
         token: &rmcp::model::ProgressToken,
@@ -515,11 +540,18 @@ impl Callers {
         total: Option<f64>,
         message: Option<String>,
     ) {
-        let notices = self.calls.lock().ok().and_then(|calls| {
+        let in_flight = self.calls.lock().ok().and_then(|calls| {
             calls
                 .iter()
                 .find(|call| call.holds(token))
                 .and_then(|call| call.notices.clone())
+        });
+        let notices = in_flight.or_else(|| {
+            let ended = self.ended.lock().ok()?;
+            ended
+                .iter()
+                .find(|(at, call)| at.elapsed() < LATE && call.holds(token))
+                .and_then(|(_, call)| call.notices.clone())
         });
         if let Some(notices) = notices {
             notices.progress(progress, total, message).await;
@@ -671,6 +703,53 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+
+    /// Notices that count the progress they are given.
+    #[derive(Default)]
+    struct Counted(std::sync::atomic::AtomicUsize);
+
+    #[allow(deprecated)]
+    impl Notices for Counted {
+        fn progress(&self, _: f64, _: Option<f64>, _: Option<String>) -> BoxFuture<'static, ()> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {})
+        }
+        fn log(&self, _: rmcp::model::LoggingMessageNotificationParam) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+        fn log_level(&self) -> Option<rmcp::model::LoggingLevel> {
+            None
+        }
+    }
+
+    fn count(notices: &Counted) -> usize {
+        notices.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn progress_reaches_the_call_whose_token_it_carries_and_no_other() {
+        let callers = Callers::default();
+        let (one, two) = (Arc::new(Counted::default()), Arc::new(Counted::default()));
+        let token = |n: i64| rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(n));
+        let first = callers.enter(None, Some(one.clone()));
+        first.caller().sent_with(token(1));
+        let second = callers.enter(None, Some(two.clone()));
+        second.caller().sent_with(token(2));
+        callers.progress(&token(2), 1.0, None, None).await;
+        callers.progress(&token(2), 2.0, None, None).await;
+        callers.progress(&token(1), 1.0, None, None).await;
+        // A token no call was sent with reaches nobody.
+        callers.progress(&token(3), 1.0, None, None).await;
+        assert_eq!((count(&one), count(&two)), (1, 2));
+        // Progress a moment after its call ended (rmcp hands it on in a task of its own) still
+        // reaches it; a later round of a call is sent with a new token.
+        drop(first);
+        callers.progress(&token(1), 2.0, None, None).await;
+        second.caller().sent_with(token(4));
+        callers.progress(&token(2), 3.0, None, None).await;
+        callers.progress(&token(4), 1.0, None, None).await;
+        assert_eq!((count(&one), count(&two)), (2, 3));
+    }
 
     fn elicit(message: &str) -> Question {
         approval(message, "s", "t", &json!({"a": 1}))

@@ -937,6 +937,15 @@ impl ServerHandler for Session {
                     }
                 };
                 let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
+                // A 2026-07-28 client answers its server's questions itself, by retrying.
+                let pass_through = asker.is_none().then(|| {
+                    let capabilities = context.meta.get(crate::hub::CLIENT_CAPABILITIES_META);
+                    Arc::new(crate::hub::PassThrough::new(
+                        retry.answers,
+                        retry.state,
+                        capabilities.cloned(),
+                    ))
+                });
                 let call = execute::DirectCall {
                     session: &self.session,
                     listener: Some(&self.listener),
@@ -945,13 +954,15 @@ impl ServerHandler for Session {
                     arguments: args,
                     parent: Parent::from_meta(&context.meta),
                     notices: Some(Arc::new(PeerNotices::of(&context, &self.log_level))),
+                    pass_through,
                 };
-                let called = self.gateway.executor().direct(call).await;
-                return Ok(match called {
-                    Ok(result) => result,
-                    Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
-                }
-                .into());
+                return match self.gateway.executor().direct(call).await {
+                    Ok(response) => Ok(response),
+                    Err(execute::DirectError::Server(error)) => Err(error),
+                    Err(execute::DirectError::Failed(message)) => {
+                        Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into())
+                    }
+                };
             }
             Err(NotOwn::Unknown) => return Err(tools::unknown_tool(&request.name)),
         };
