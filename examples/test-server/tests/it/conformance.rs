@@ -7,11 +7,21 @@
 //! `RUNBYTE_REQUIRE_TEST_DEPS=1`).
 
 use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use rmcp::model::{
+    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::common::listen;
+use crate::common::{command, eventually, listen, params, text};
 
 /// A hang bound only: a run takes about 20 s on a quiet machine.
 const SUITE_BOUND: Duration = Duration::from_secs(600);
@@ -130,4 +140,128 @@ async fn the_suite_passes_for_2026_07_28() {
         ],
     )
     .await;
+}
+
+/// A session client that answers every question: each elicited property with a value of its
+/// own (`name` Alice, `color` blue, `ok` true, anything else `x`), every sampling with `hi`,
+/// roots with `file:///test/root`; it counts prompt list changes.
+#[derive(Clone, Default)]
+struct Answerer {
+    prompts_changed: Arc<AtomicUsize>,
+}
+
+#[expect(
+    deprecated,
+    reason = "sampling and roots are deprecated (SEP-2577); the fixtures still test them"
+)]
+impl ClientHandler for Answerer {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } = request
+        else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        let mut content = serde_json::Map::new();
+        for property in schema["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            let value = match property.as_str() {
+                "name" => json!("Alice"),
+                "color" => json!("blue"),
+                "ok" => json!(true),
+                _ => json!("x"),
+            };
+            content.insert(property.clone(), value);
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content)))
+    }
+
+    async fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        Ok(rmcp::model::CreateMessageResult::new(
+            rmcp::model::SamplingMessage::assistant_text("hi"),
+            "test-model".to_owned(),
+        )
+        .with_stop_reason("endTurn"))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, ErrorData> {
+        Ok(serde_json::from_value(json!({"roots": [{"uri": "file:///test/root"}]})).unwrap())
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.prompts_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let capabilities =
+            serde_json::from_value(json!({"elicitation": {}, "sampling": {}, "roots": {}}));
+        ClientConfig::new(
+            capabilities.unwrap(),
+            rmcp::model::Implementation::new("answerer", "0"),
+        )
+    }
+}
+
+/// On a session the fixtures that answer `InputRequiredResult` on 2026-07-28 ask with requests
+/// of the server's own and finish in one call; the list-change triggers reach the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_session_the_input_fixtures_ask_mid_call_and_finish() {
+    let (transport, _) = TokioChildProcess::builder(command(&["--mode", "conformance"]))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let answerer = Answerer::default();
+    let client = answerer.clone().serve(transport).await.unwrap();
+    let call = async |name: &str| {
+        let result = client.call_tool(params(name, json!({}))).await.unwrap();
+        text(&result).to_owned()
+    };
+
+    assert_eq!(
+        call("test_input_required_result_multi_round").await,
+        "Alice's favorite color is blue"
+    );
+    assert_eq!(
+        call("test_input_required_result_multiple_inputs").await,
+        "name=Alice; greeting=hi; roots=file:///test/root"
+    );
+    let state = call("test_input_required_result_request_state").await;
+    assert!(state.starts_with("state-ok"), "{state}");
+
+    let prompt = client
+        .get_prompt(GetPromptRequestParams::new(
+            "test_input_required_result_prompt",
+        ))
+        .await
+        .unwrap();
+    let prompt = serde_json::to_value(&prompt).unwrap();
+    assert_eq!(
+        prompt["messages"][0]["content"]["text"],
+        json!("Use this context: x")
+    );
+
+    call("test_trigger_prompt_change").await;
+    eventually("prompts/list_changed on the session", async || {
+        answerer.prompts_changed.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert!(prompts.iter().any(|p| p.name == "test_added_prompt_1"));
+    client.cancel().await.unwrap();
 }
