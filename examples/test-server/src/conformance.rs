@@ -12,7 +12,8 @@
 //!   `test_elicitation_sep1330_enums`), the `InputRequiredResult` fixtures
 //!   ([`input_required`]), the diagnostics of server-stateless (`test_missing_capability`,
 //!   `test_streaming_elicitation`, `test_logging_tool`, `test_trigger_tool_change`,
-//!   `test_trigger_prompt_change`, and `test_trigger_resource_change`), `test_custom_header`
+//!   `test_trigger_prompt_change`, and `test_trigger_resource_change`, `test_trigger_resource_update`),
+//!   `test_custom_header`
 //!   (an `x-mcp-header` parameter) and `json_schema_2020_12_tool`;
 //! - resources ([`resources`]): `test://static-text`, `test://static-binary`,
 //!   `test://watched-resource`, the template `test://template/{id}/data`; subscribe and
@@ -35,7 +36,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, InputRequest, JsonObject,
-    ProtocolVersion, ServerCapabilities, ServerRequest,
+    ProtocolVersion, ResourceUpdatedNotificationParam, ServerCapabilities, ServerRequest,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer};
@@ -221,6 +222,24 @@ async fn notify_resources_changed(state: &State) -> usize {
     }
     for sink in sinks {
         told += usize::from(sink.notify_resource_list_changed().await.is_ok());
+    }
+    told
+}
+
+/// Sends `notifications/resources/updated` for `uri` to every session when one subscribed to
+/// it (subscriptions are process-wide here), and to every listening stream that asked for it
+/// (rmcp drops it on the others).
+async fn notify_resource_updated(state: &State, uri: &str) -> usize {
+    let (peers, sinks) = state.listeners();
+    let mut told = 0;
+    if subscribed(&state.fixture).contains(uri) {
+        for peer in peers {
+            let updated = ResourceUpdatedNotificationParam::new(uri);
+            told += usize::from(peer.notify_resource_updated(updated).await.is_ok());
+        }
+    }
+    for sink in sinks {
+        told += usize::from(sink.notify_resource_updated(uri).await.is_ok());
     }
     told
 }

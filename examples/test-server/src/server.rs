@@ -446,6 +446,7 @@ impl ServerHandler for TestServer {
         // rmcp keeps only what the capabilities advertise: these need `--mode conformance`.
         accepted.prompts_list_changed = requested.prompts_list_changed;
         accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
         Some(accepted)
     }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{
     ask_session, bump, client_capabilities, from_json, is_stateless, notify_prompts_changed,
-    notify_resources_changed, object,
+    notify_resource_updated, notify_resources_changed, object,
 };
 use crate::calls::PNG_BASE64;
 use crate::server::{State, lock};
@@ -40,6 +40,7 @@ pub const NAMES: &[&str] = &[
     "test_trigger_tool_change",
     "test_trigger_prompt_change",
     "test_trigger_resource_change",
+    "test_trigger_resource_update",
     "test_custom_header",
     "json_schema_2020_12_tool",
     "test_missing_capability",
@@ -80,6 +81,8 @@ pub fn tools() -> Vec<Tool> {
         {"name": "test_trigger_tool_change", "description": "Adds a tool and sends notifications/tools/list_changed.", "inputSchema": none},
         {"name": "test_trigger_prompt_change", "description": "Adds a prompt and sends notifications/prompts/list_changed.", "inputSchema": none},
         {"name": "test_trigger_resource_change", "description": "Adds a resource and sends notifications/resources/list_changed.", "inputSchema": none},
+        {"name": "test_trigger_resource_update", "description": "Sends notifications/resources/updated for `uri` (default test://watched-resource) to the sessions, if one subscribed to it, and to the listen streams that asked for it.",
+         "inputSchema": {"type": "object", "properties": {"uri": string("The resource that changed")}}},
         {"name": "test_custom_header", "description": "Echoes `region`, which travels in the Mcp-Param-Region header too (SEP-2243).",
          "inputSchema": {"type": "object", "properties": {
              "region": {"type": "string", "description": "A region, mirrored in a header", "x-mcp-header": "Region"},
@@ -204,6 +207,14 @@ pub async fn call(
                 "added resource {}; notified {told} listener(s)",
                 super::resources::added_uri(k)
             ))
+        }
+        "test_trigger_resource_update" => {
+            let uri = arguments
+                .get("uri")
+                .and_then(Value::as_str)
+                .unwrap_or(super::resources::WATCHED);
+            let told = notify_resource_updated(state, uri).await;
+            text(format!("{uri} updated; notified {told} listener(s)"))
         }
         _ => text(json!({"tool": name, "arguments": Value::Object(arguments.clone())}).to_string()),
     })

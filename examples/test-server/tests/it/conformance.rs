@@ -8,12 +8,13 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
     ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams,
+    ResourceUpdatedNotificationParam, SubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::TokioChildProcess;
@@ -144,10 +145,11 @@ async fn the_suite_passes_for_2026_07_28() {
 
 /// A session client that answers every question: each elicited property with a value of its
 /// own (`name` Alice, `color` blue, `ok` true, anything else `x`), every sampling with `hi`,
-/// roots with `file:///test/root`; it counts prompt list changes.
+/// roots with `file:///test/root`; it records prompt list changes and resource updates.
 #[derive(Clone, Default)]
 struct Answerer {
     prompts_changed: Arc<AtomicUsize>,
+    updated: Arc<Mutex<Vec<String>>>,
 }
 
 #[expect(
@@ -208,6 +210,14 @@ impl ClientHandler for Answerer {
         self.prompts_changed.fetch_add(1, Ordering::SeqCst);
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
+    }
+
     fn get_info(&self) -> ClientConfig {
         let capabilities =
             serde_json::from_value(json!({"elicitation": {}, "sampling": {}, "roots": {}}));
@@ -219,7 +229,8 @@ impl ClientHandler for Answerer {
 }
 
 /// On a session the fixtures that answer `InputRequiredResult` on 2026-07-28 ask with requests
-/// of the server's own and finish in one call; the list-change triggers reach the session.
+/// of the server's own and finish in one call; the prompt list change and the update of a
+/// subscribed resource reach the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_session_the_input_fixtures_ask_mid_call_and_finish() {
     let (transport, _) = TokioChildProcess::builder(command(&["--mode", "conformance"]))
@@ -263,5 +274,23 @@ async fn on_a_session_the_input_fixtures_ask_mid_call_and_finish() {
     .await;
     let prompts = client.list_all_prompts().await.unwrap();
     assert!(prompts.iter().any(|p| p.name == "test_added_prompt_1"));
+
+    // Nobody subscribed yet: no update. Then one subscription, one update.
+    call("test_trigger_resource_update").await;
+    #[expect(
+        deprecated,
+        reason = "resources/subscribe is legacy-only, and sessions are what this checks"
+    )]
+    let subscribing = client.subscribe(SubscribeRequestParams::new("test://watched-resource"));
+    subscribing.await.unwrap();
+    call("test_trigger_resource_update").await;
+    eventually("resources/updated on the session", async || {
+        !answerer.updated.lock().unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(
+        *answerer.updated.lock().unwrap(),
+        vec!["test://watched-resource".to_owned()]
+    );
     client.cancel().await.unwrap();
 }
