@@ -160,6 +160,10 @@ pub enum Mode {
     /// each with a 2 KiB description and a name holding `*/`, an escape sequence and a bidi
     /// override (about 6 MB in all), and the template `test://item/{id}`.
     HugeResources,
+    /// Add the fixture surface of the official conformance suite's server scenarios: its
+    /// `test_*` tools, resources, template and prompts, completions, logging and list-changed
+    /// notifications of each kind, for both 2025-11-25 and 2026-07-28 (see `conformance.rs`).
+    Conformance,
 }
 
 /// What the server does, from the flags.

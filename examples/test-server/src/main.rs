@@ -80,6 +80,7 @@
 //! | `huge-resources` | serves 3,000 resources `test://item/<n>` (pages of 500, 2 KiB descriptions, hostile names: about 6 MB) and the template `test://item/{id}`; takes `resources/subscribe` |
 //! | `storm` | adds `storm {count}` (sends `count` `notifications/tools/list_changed` at once, ≤ 100000) and `list_count` (how many `tools/list` requests arrived so far) |
 //! | `hang-on-relist` | answers the first `tools/list` of the process, never a later one |
+//! | `conformance` | adds the fixture surface of the official conformance suite's server scenarios, for 2025-11-25 and 2026-07-28: its `test_*` tools, `json_schema_2020_12_tool`, the resources `test://static-text`, `test://static-binary`, `test://watched-resource`, the template `test://template/{id}/data`, its prompts, `completion/complete`, `logging/setLevel`, resource subscriptions and list-changed notifications of tools, prompts and resources (listed in `conformance.rs`); the normal tools stay |
 //!
 //! Other flags: `--page-size K` pages `tools/list` (cursor = offset); `--list-delay-ms` delays
 //! each `tools/list`; `--auth-token T` (http, sse) demands `Authorization: Bearer T` (401
@@ -89,6 +90,7 @@
 mod calls;
 mod catalog;
 mod cli;
+mod conformance;
 mod http;
 mod server;
 mod sse;

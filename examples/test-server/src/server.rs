@@ -9,11 +9,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, DiscoverResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestMethod,
+    CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequestMethod,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestMethod, ReadResourceRequestParams, ReadResourceResponse, Resource,
+    ResourceTemplate, ServerCapabilities, ServerConfig, SetLevelRequestMethod,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestMethod,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -21,6 +25,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use crate::calls;
 use crate::catalog;
 use crate::cli::{Mode, Settings};
+use crate::conformance;
 
 pub const SERVER_NAME: &str = "runbyte-test-server";
 
@@ -48,6 +53,8 @@ pub struct State {
     next_subscription: AtomicU64,
     /// Kept so that the grandchildren stay ours to reap if they end before we do.
     pub grandchildren: Mutex<Vec<Child>>,
+    /// What `--mode conformance`'s fixtures remember.
+    pub fixture: conformance::Fixture,
 }
 
 /// A poisoned lock only means another call panicked while holding it; the data stays usable.
@@ -68,7 +75,18 @@ impl State {
             subscriptions: Mutex::new(Vec::new()),
             next_subscription: AtomicU64::new(0),
             grandchildren: Mutex::new(Vec::new()),
+            fixture: conformance::Fixture::default(),
         })
+    }
+
+    /// The sessions still connected and the `subscriptions/listen` streams, to notify.
+    pub fn listeners(&self) -> (Vec<Peer<RoleServer>>, Vec<SubscriptionSink>) {
+        lock(&self.peers).retain(|peer| !peer.is_transport_closed());
+        let sinks = lock(&self.subscriptions)
+            .iter()
+            .map(|(_, sink)| sink.clone())
+            .collect();
+        (lock(&self.peers).clone(), sinks)
     }
 
     pub fn cancelled_count(&self) -> u64 {
@@ -183,7 +201,9 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = if self.state.settings.has(Mode::HugeResources) {
+        let capabilities = if conformance::serving(&self.state) {
+            conformance::capabilities()
+        } else if self.state.settings.has(Mode::HugeResources) {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -273,6 +293,9 @@ impl ServerHandler for TestServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        if conformance::serving(&self.state) {
+            return Ok(conformance::resources::list(&self.state));
+        }
         const TOTAL: usize = 3000;
         const PAGE: usize = 500;
         let start: usize = request
@@ -299,6 +322,9 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        if conformance::serving(&self.state) {
+            return Ok(conformance::resources::templates());
+        }
         Ok(ListResourceTemplatesResult::with_all_items(vec![
             ResourceTemplate::new("test://item/{id}", "item"),
         ]))
@@ -306,10 +332,90 @@ impl ServerHandler for TestServer {
 
     async fn subscribe(
         &self,
-        _request: SubscribeRequestParams,
+        request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if conformance::serving(&self.state) {
+            conformance::resources::subscribe(&self.state, &request.uri);
+        }
         Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<UnsubscribeRequestMethod>());
+        }
+        conformance::resources::unsubscribe(&self.state, &request.uri);
+        Ok(())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<ReadResourceRequestMethod>());
+        }
+        conformance::resources::read(&self.state, &request)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<ListPromptsRequestMethod>());
+        }
+        conformance::prompts::list(&self.state)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
+        }
+        conformance::prompts::get(&self.state, request, context).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<CompleteRequestMethod>());
+        }
+        conformance::prompts::completion(&request)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "logging is deprecated by SEP-2577; the conformance suite still tests it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        conformance::set_level(&self.state, &request, &context)
+            .ok_or_else(ErrorData::method_not_found::<SetLevelRequestMethod>)
+    }
+
+    /// The schema rmcp checks `Mcp-Param-*` headers against (SEP-2243).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.state
+            .all_tools()
+            .into_iter()
+            .find(|tool| tool.name == name)
     }
 
     async fn call_tool(
@@ -317,6 +423,9 @@ impl ServerHandler for TestServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if conformance::is_fixture_tool(&self.state, &request.name) {
+            return conformance::call_tool(&self.state, request, context).await;
+        }
         calls::call(&self.state, request, context).await
     }
 
@@ -334,6 +443,10 @@ impl ServerHandler for TestServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.tools_list_changed = requested.tools_list_changed;
+        // rmcp keeps only what the capabilities advertise: these need `--mode conformance`.
+        accepted.prompts_list_changed = requested.prompts_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
         Some(accepted)
     }
 

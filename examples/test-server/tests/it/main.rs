@@ -5,6 +5,7 @@
 
 mod ask;
 mod common;
+mod conformance;
 mod http;
 mod sse;
 mod stdio;
