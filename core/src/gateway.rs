@@ -256,6 +256,18 @@ impl Gateway {
             .collect()
     }
 
+    /// The directly exposed tool listed under `name`, as [`Gateway::direct_tools`] lists it.
+    pub async fn direct_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let (naming, mut tools) = self.direct_naming(true).await;
+        let named = naming
+            .named
+            .into_iter()
+            .find(|named| named.exposed == name)?;
+        let mut exposed = tools.remove(&(named.server, named.item))?;
+        exposed.name = named.exposed.into();
+        Some(exposed)
+    }
+
     /// The server and tool a directly exposed name stands for: the one listed under it; for a
     /// name left out, why (`Err`); for a name not listed, the server with the longest prefix
     /// it starts with (whose call then says why it cannot be made).

@@ -22,6 +22,13 @@ use crate::{PluginError, guard::guard};
 /// ordinary one and closes the connection.
 pub const SEND_REFUSED: &str = crate::error::REFUSED_MARK;
 
+/// The `_meta` key under which an HTTP listener hands the host a 2026-07-28 `tools/call`'s
+/// `Mcp-Param-*` headers (SEP-2243), decoded: `{"<name after Mcp-Param-, lowercase>": value}`.
+/// The listener always sets it (over anything the body said) on such a request, empty when
+/// there are none; the host checks them against the arguments the tool's `x-mcp-header`
+/// designates. A request without it came by a transport without headers.
+pub const PARAM_HEADERS_META: &str = "dev.runbyte/paramHeaders";
+
 /// What a transport plugin implements.
 ///
 /// `connect` and `listen` both default to an error saying the transport has no such side, so a

@@ -658,16 +658,21 @@ impl Config {
             })?;
         }
         // Directly exposed tools share Runbyte's own `tools/list`: each server's prefix must
-        // keep its names apart from Runbyte's tools and from every other server's.
+        // keep its names apart from every other server's (a name taken by one of Runbyte's own
+        // tools is left out with a warning). An empty prefix shows one server's tools under
+        // their own names (Runbyte as a transparent gateway): it overlaps every other prefix,
+        // so it is for the only directly exposed server.
         let direct = self.direct_servers();
         for (name, prefix) in &direct {
             let key = format!("servers.{}.direct-prefix", locate::key_segment(name));
-            if prefix.is_empty() {
+            if prefix.is_empty()
+                && let Some((other, _)) = direct.iter().find(|(other, _)| other != name)
+            {
                 return Err(locator.error_at_key(
                     &key,
-                    "must not be empty: the tools would mix with Runbyte's own and other \
-                     servers' in tools/list"
-                        .to_owned(),
+                    format!(
+                        "is empty, which shows this server's tools under their own names, but                          server `{other}` is exposed directly too: a tool name could mean either                          server (give one of them a prefix)"
+                    ),
                 ));
             }
             if let Some((other, other_prefix)) = direct.iter().find(|(other, other_prefix)| {

@@ -361,9 +361,22 @@ fn directly_exposed_servers_need_prefixes_that_keep_their_tools_apart() {
         e.message.contains("overlaps server") && e.message.contains("a_"),
         "{e}"
     );
-    let e = error("[servers.a]\ncommand = \"x\"\nexpose = \"direct\"\ndirect-prefix = \"\"\n");
+    // An empty prefix (a transparent gateway in front of one server) is for the only server
+    // exposed directly.
+    let alone = parse("[servers.a]\ncommand = \"x\"\nexpose = \"direct\"\ndirect-prefix = \"\"\n");
+    assert_eq!(
+        alone.unwrap().direct_servers(),
+        [("a".to_owned(), String::new())]
+    );
+    let e = error(
+        "[servers.a]\ncommand = \"x\"\nexpose = \"direct\"\ndirect-prefix = \"\"\n\
+         [servers.b]\ncommand = \"x\"\nexpose = \"direct\"\n",
+    );
     assert_eq!(e.key.as_deref(), Some("servers.a.direct-prefix"));
-    assert!(e.message.contains("must not be empty"), "{e}");
+    assert!(
+        e.message.contains("server `b` is exposed directly too"),
+        "{e}"
+    );
     // A server exposed to programs only needs no prefix.
     parse("[servers.a]\ncommand = \"x\"\ndirect-prefix = \"\"\n").unwrap();
 }

@@ -24,9 +24,9 @@ use std::{
 use rmcp::{
     Peer, RoleClient,
     model::{
-        GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, Prompt,
-        ReadResourceRequestParams, ReadResourceResult, Resource, ResourceContents,
-        ResourceTemplate, SubscribeRequestParams, UnsubscribeRequestParams,
+        GetPromptRequestParams, PaginatedRequestParams, Prompt, ReadResourceRequestParams,
+        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, SubscribeRequestParams,
+        UnsubscribeRequestParams,
     },
     service::ServiceError,
 };
@@ -807,9 +807,10 @@ impl Hub {
     pub async fn get_prompt(
         &self,
         server: &str,
-        params: GetPromptRequestParams,
+        mut params: GetPromptRequestParams,
         session: Option<&str>,
-    ) -> Result<GetPromptResult, CatalogError> {
+        through: Option<&super::PassThrough>,
+    ) -> Result<rmcp::model::GetPromptResponse, CatalogError> {
         let unavailable = |why: String| CatalogError::Unavailable {
             server: server.to_owned(),
             why,
@@ -830,7 +831,23 @@ impl Hub {
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_CALL_TIMEOUT);
         let name = params.name.clone();
-        let getting = connection.service.peer().get_prompt(params);
+        // A 2026-07-28 client in front of a 2026-07-28 server answers the server's questions
+        // itself ([`super::PassThrough`]); a legacy server never sees them.
+        let through = through.filter(|_| connection.is_stateless());
+        if let Some(through) = through {
+            params.input_responses = through.answers.clone();
+            params.request_state = through.state.clone();
+        }
+        let peer = connection.service.peer();
+        let getting = async {
+            if through.is_some() {
+                peer.get_prompt_once(params).await
+            } else {
+                peer.get_prompt(params)
+                    .await
+                    .map(rmcp::model::GetPromptResponse::Complete)
+            }
+        };
         let failed = |why: String| CatalogError::Failed {
             server: server.to_owned(),
             why,

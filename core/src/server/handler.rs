@@ -749,7 +749,7 @@ impl ServerHandler for Session {
     async fn get_prompt(
         &self,
         mut request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let target = match self.gateway.prompt_target(&request.name).await {
             Some(Err(why)) => {
@@ -775,16 +775,25 @@ impl ServerHandler for Session {
         };
         request.name = prompt;
         request.meta = None;
+        // A 2026-07-28 client answers the server's questions itself, by retrying.
+        let through = context.peer.peer_info().is_none().then(|| {
+            crate::hub::PassThrough::new(
+                request.input_responses.take(),
+                request.request_state.take(),
+                None,
+            )
+        });
         match self
             .gateway
             .hub()
-            .get_prompt(&server, request, Some(&self.session))
+            .get_prompt(&server, request, Some(&self.session), through.as_ref())
             .await
         {
-            Ok(mut result) => {
+            Ok(GetPromptResponse::Complete(mut result)) => {
                 result.result_type = Some(ResultType::COMPLETE);
                 Ok(result.into())
             }
+            Ok(asked) => Ok(asked),
             Err(error) => Err(catalog_error(error, None)),
         }
     }
@@ -936,6 +945,18 @@ impl ServerHandler for Session {
                         return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
                     }
                 };
+                // Over HTTP, the headers SEP-2243 has mirror the tool's designated arguments.
+                let headers = context
+                    .meta
+                    .get(runbyte_plugin_api::transport::PARAM_HEADERS_META)
+                    .and_then(Value::as_object);
+                if let Some(headers) = headers
+                    && let Some(tool) = self.gateway.direct_tool(&request.name).await
+                    && let Err(why) =
+                        super::param_headers::check(&tool.input_schema, &args, headers)
+                {
+                    return Err(ErrorData::new(ErrorCode::HEADER_MISMATCH, why, None));
+                }
                 let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
                 // A 2026-07-28 client answers its server's questions itself, by retrying.
                 let pass_through = asker.is_none().then(|| {

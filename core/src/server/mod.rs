@@ -3,6 +3,7 @@
 mod complete;
 mod handler;
 pub mod options;
+mod param_headers;
 
 use std::{sync::Arc, time::Duration};
 

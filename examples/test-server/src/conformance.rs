@@ -35,8 +35,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, InputRequest, JsonObject,
-    ProtocolVersion, ResourceUpdatedNotificationParam, ServerCapabilities, ServerRequest,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, InputRequest, InputRequests,
+    InputRequiredResult, JsonObject, ProtocolVersion, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerRequest,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer};
@@ -136,6 +137,21 @@ pub async fn call_tool(
         return input_required::call_tool(state, request, context).await;
     }
     let arguments = request.arguments.unwrap_or_default();
+    if tools::ASKS.contains(&request.name.as_ref()) && is_stateless(&context) {
+        if let Some(answer) = request.input_responses.and_then(|mut r| r.remove("answer")) {
+            return Ok(tools::answered(&request.name, answer).into());
+        }
+        return Ok(
+            match tools::question(&request.name, &arguments, &context)? {
+                Err(refused) => refused.into(),
+                Ok(question) => {
+                    let mut asked = InputRequests::new();
+                    asked.insert("answer".to_owned(), question);
+                    CallToolResponse::InputRequired(InputRequiredResult::from_input_requests(asked))
+                }
+            },
+        );
+    }
     tools::call(state, &request.name, &arguments, context)
         .await
         .map(Into::into)

@@ -513,6 +513,12 @@ impl State {
         if let Err(answer) = modern::check(headers, &message, &id, &method) {
             return answer;
         }
+        let mut message = message;
+        if method == "tools/call"
+            && let Err(answer) = modern::pass_param_headers(headers, &mut message, &id)
+        {
+            return answer;
+        }
         let key = match random_id() {
             Ok(key) => key,
             Err(error) => {

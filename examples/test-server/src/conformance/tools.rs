@@ -165,28 +165,13 @@ pub async fn call(
         "test_error_handling" => tool_error("This tool intentionally returns an error for testing"),
         "test_tool_with_progress" => progress(&context).await,
         "test_tool_with_logging" | "test_logging_tool" => log(state, &context).await,
-        "test_sampling" => sampling(arguments, &context).await?,
-        "test_elicitation" => {
-            let message = arguments
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("Please provide your information");
-            elicit(&context, message, elicitation_schema(), "User response").await?
-        }
-        "test_elicitation_sep1034_defaults" => {
-            let message = "Please review the defaults (SEP-1034)";
-            elicit(
-                &context,
-                message,
-                defaults_schema(),
-                "Elicitation completed",
-            )
-            .await?
-        }
-        "test_elicitation_sep1330_enums" => {
-            let message = "Please choose from each enum (SEP-1330)";
-            elicit(&context, message, enums_schema(), "Elicitation completed").await?
-        }
+        name if ASKS.contains(&name) => match question(name, arguments, &context)? {
+            Err(refused) => refused,
+            Ok(request) => match ask_session(&context.peer, request).await {
+                Ok(answer) => answered(name, answer),
+                Err(e) => tool_error(format!("{name}: {e}")),
+            },
+        },
         "test_trigger_tool_change" => {
             let added = state.add_tool();
             let told = state.notify_tools_changed().await;
@@ -303,74 +288,83 @@ async fn log(state: &State, context: &RequestContext<RoleServer>) -> CallToolRes
     text(format!("Logging test completed: {sent} message(s) sent"))
 }
 
-async fn sampling(
+/// The tools that ask the client one question mid-call: on a session by a request of their
+/// own, on 2026-07-28 by an `InputRequiredResult` (key `answer`) whose retry carries the answer
+/// (see [`super::call_tool`]), so that each works in both eras.
+pub const ASKS: &[&str] = &[
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+];
+
+/// What tool `name` (one of [`ASKS`]) asks the client; `Ok(Err(_))`: it cannot ask (the client
+/// did not declare the capability, or an argument is missing), the tool's error.
+pub fn question(
+    name: &str,
     arguments: &JsonObject,
     context: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, ErrorData> {
-    let Some(prompt) = arguments.get("prompt").and_then(Value::as_str) else {
-        return Ok(tool_error(
-            "test_sampling: missing argument `prompt` (a string)",
-        ));
-    };
-    if client_capabilities(context).sampling.is_none() {
-        return Ok(tool_error(
-            "test_sampling: the client did not declare the sampling capability",
-        ));
-    }
-    if is_stateless(context) {
-        return Ok(tool_error(
-            "test_sampling: 2026-07-28 forbids requests to the client; call \
-             test_input_required_result_sampling",
-        ));
-    }
-    let request: InputRequest = from_json(
-        "sampling/createMessage",
-        json!({"method": "sampling/createMessage", "params": {
-            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-            "maxTokens": 100
-        }}),
-    )?;
-    Ok(match ask_session(&context.peer, request).await {
-        Ok(answer) => {
-            let said = super::input_required::sampled_text(&answer).unwrap_or_default();
-            text(format!("LLM response: {said}"))
+) -> Result<Result<InputRequest, CallToolResult>, ErrorData> {
+    let capabilities = client_capabilities(context);
+    let (method, params) = match name {
+        "test_sampling" => {
+            let Some(prompt) = arguments.get("prompt").and_then(Value::as_str) else {
+                return Ok(Err(tool_error(
+                    "test_sampling: missing argument `prompt` (a string)",
+                )));
+            };
+            if capabilities.sampling.is_none() {
+                return Ok(Err(tool_error(
+                    "test_sampling: the client did not declare the sampling capability",
+                )));
+            }
+            let params = json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                "maxTokens": 100
+            });
+            ("sampling/createMessage", params)
         }
-        Err(e) => tool_error(format!("test_sampling: {e}")),
-    })
+        _ => {
+            if capabilities.elicitation.is_none() {
+                return Ok(Err(tool_error(format!(
+                    "{name}: the client did not declare the elicitation capability"
+                ))));
+            }
+            let (message, schema) = match name {
+                "test_elicitation" => (
+                    arguments
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Please provide your information"),
+                    elicitation_schema(),
+                ),
+                "test_elicitation_sep1034_defaults" => {
+                    ("Please review the defaults (SEP-1034)", defaults_schema())
+                }
+                _ => ("Please choose from each enum (SEP-1330)", enums_schema()),
+            };
+            let params = json!({"mode": "form", "message": message, "requestedSchema": schema});
+            ("elicitation/create", params)
+        }
+    };
+    from_json(method, json!({"method": method, "params": params})).map(Ok)
 }
 
-async fn elicit(
-    context: &RequestContext<RoleServer>,
-    message: &str,
-    schema: Value,
-    lead: &str,
-) -> Result<CallToolResult, ErrorData> {
-    if client_capabilities(context).elicitation.is_none() {
-        return Ok(tool_error(
-            "the client did not declare the elicitation capability",
-        ));
+/// Tool `name`'s result (one of [`ASKS`]) from the client's answer to its [`question`].
+pub fn answered(name: &str, answer: Value) -> CallToolResult {
+    if name == "test_sampling" {
+        let said = super::input_required::sampled_text(&answer).unwrap_or_default();
+        return text(format!("LLM response: {said}"));
     }
-    if is_stateless(context) {
-        return Ok(tool_error(
-            "2026-07-28 forbids requests to the client; call \
-             test_input_required_result_elicitation",
-        ));
-    }
-    let request: InputRequest = from_json(
-        "elicitation/create",
-        json!({"method": "elicitation/create", "params": {
-            "mode": "form", "message": message, "requestedSchema": schema
-        }}),
-    )?;
-    Ok(match ask_session(&context.peer, request).await {
-        Ok(answer) => {
-            let answer = object(answer);
-            let action = answer.get("action").and_then(Value::as_str).unwrap_or("");
-            let content = answer.get("content").cloned().unwrap_or(Value::Null);
-            text(format!("{lead}: action={action}, content={content}"))
-        }
-        Err(e) => tool_error(e),
-    })
+    let answer = object(answer);
+    let action = answer.get("action").and_then(Value::as_str).unwrap_or("");
+    let content = answer.get("content").cloned().unwrap_or(Value::Null);
+    let lead = if name == "test_elicitation" {
+        "User response"
+    } else {
+        "Elicitation completed"
+    };
+    text(format!("{lead}: action={action}, content={content}"))
 }
 
 fn elicitation_schema() -> Value {

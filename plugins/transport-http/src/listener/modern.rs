@@ -30,6 +30,7 @@
 
 use hyper::{HeaderMap, Response, StatusCode};
 use runbyte_http_common::server::{self, Body};
+use runbyte_plugin_api::transport::PARAM_HEADERS_META;
 use serde_json::{Value, json};
 
 use super::{KNOWN_VERSIONS, VERSION_HEADER, header_text};
@@ -39,6 +40,8 @@ pub(super) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersi
 /// `_meta` key of the client's capabilities for this request.
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const METHOD_HEADER: &str = "mcp-method";
+/// What the headers named by a tool's `x-mcp-header` arguments start with (lowercase).
+const PARAM_HEADER_PREFIX: &str = "mcp-param-";
 const NAME_HEADER: &str = "mcp-name";
 
 /// JSON-RPC errors of 2026-07-28.
@@ -184,6 +187,12 @@ pub(super) fn status_of(answer: &str) -> StatusCode {
 
 /// A header value as sent: literal, or `=?base64?<UTF-8 in base64>?=` (SEP-2243).
 fn decode_header_value(value: &str) -> Result<String, String> {
+    decode_header(value, "Mcp-Name")
+}
+
+/// A header's value, its `=?base64?…?=` form decoded (anything else is literal); `Err` names
+/// header `name` and what is wrong.
+fn decode_header(value: &str, name: &str) -> Result<String, String> {
     let Some(encoded) = value
         .strip_prefix("=?base64?")
         .and_then(|rest| rest.strip_suffix("?="))
@@ -191,8 +200,49 @@ fn decode_header_value(value: &str) -> Result<String, String> {
         return Ok(value.to_owned());
     };
     let bytes = base64_decode(encoded)
-        .ok_or_else(|| "Header mismatch: Mcp-Name is not valid base64".to_owned())?;
-    String::from_utf8(bytes).map_err(|_| "Header mismatch: Mcp-Name is not UTF-8".to_owned())
+        .ok_or_else(|| format!("Header mismatch: {name} is not valid base64"))?;
+    String::from_utf8(bytes).map_err(|_| format!("Header mismatch: {name} is not UTF-8"))
+}
+
+/// The most `Mcp-Param-*` headers one request may carry.
+const MAX_PARAM_HEADERS: usize = 64;
+
+/// Hands the host a `tools/call`'s `Mcp-Param-*` headers, decoded, in `_meta` under
+/// [`PARAM_HEADERS_META`] (replacing whatever the body put there), for it to check against the
+/// tool's `x-mcp-header` arguments. A header whose base64 form is invalid is refused here: 400,
+/// -32020.
+pub(super) fn pass_param_headers(
+    headers: &HeaderMap,
+    message: &mut Value,
+    id: &Value,
+) -> Result<(), Response<Body>> {
+    let mismatch = |text: &str| error(StatusCode::BAD_REQUEST, Some(id), HEADER_MISMATCH, text);
+    let mut found = serde_json::Map::new();
+    for (name, value) in headers {
+        let Some(suffix) = name.as_str().strip_prefix(PARAM_HEADER_PREFIX) else {
+            continue;
+        };
+        if found.len() == MAX_PARAM_HEADERS {
+            return Err(mismatch(&format!(
+                "Header mismatch: more than {MAX_PARAM_HEADERS} Mcp-Param headers"
+            )));
+        }
+        let shown = format!("Mcp-Param-{suffix}");
+        let text = value
+            .to_str()
+            .map_err(|_| mismatch(&format!("Header mismatch: {shown} is not visible ASCII")))?;
+        let decoded = decode_header(text.trim(), &shown).map_err(|why| mismatch(&why))?;
+        found.insert(suffix.to_owned(), Value::String(decoded));
+    }
+    if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(PARAM_HEADERS_META.to_owned(), Value::Object(found));
+        }
+    }
+    Ok(())
 }
 
 /// Standard base64 with padding; `None` for anything else.
