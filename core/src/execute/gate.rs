@@ -252,7 +252,10 @@ impl Gate {
             .with_context(watched.trace)
             .await;
         *watched.outcome = call_outcome(&answer);
-        let result = answer.map_err(|e| e.to_string())?;
+        let mut result = answer.map_err(|e| e.to_string())?;
+        // Embedded resources and links carry the URIs a client reads, for a program (which may
+        // read or return them) and a direct call's client alike.
+        self.hub.uris().in_result(&server, &mut result);
         caller.tokens.add(&server, &result);
         let (value, result) = if keep_result {
             let value = map_result(&server, &tool, result.clone());
@@ -269,7 +272,8 @@ impl Gate {
         ))
     }
 
-    /// Reads a resource for a program: `arguments.uri` is Runbyte's URI, of the call's server.
+    /// Reads a resource for a program: `arguments.uri` is a URI a client reads (see
+    /// [`crate::hub::Uris`]), of the call's server.
     /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`).
     async fn read_resource(
         &self,
@@ -281,14 +285,11 @@ impl Gate {
             .get("uri")
             .and_then(Value::as_str)
             .ok_or("readResource(uri): the URI must be a string")?;
-        match crate::hub::split_uri(uri) {
-            Some((of, _)) if of == server => {}
-            _ => {
-                return Err(format!(
-                    "readResource: `{uri}` is not a resource URI of server `{server}` \
-                     (runbyte://{server}/<uri>)"
-                ));
-            }
+        if !self.hub.uris().may_be_of(uri, server) {
+            return Err(format!(
+                "readResource: `{uri}` is not a resource URI of server `{server}` \
+                 (runbyte://{server}/<uri>, or ui://{server}/<rest> for a UI resource)"
+            ));
         }
         let result = self
             .hub

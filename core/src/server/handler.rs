@@ -417,12 +417,10 @@ impl ServerHandler for Session {
         accepted.tools_list_changed = wanted(requested.tools_list_changed);
         accepted.resources_list_changed = wanted(requested.resources_list_changed);
         accepted.prompts_list_changed = wanted(requested.prompts_list_changed);
-        let servers = self.gateway.hub().server_names();
+        let rule = self.gateway.hub().uris();
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
-                .filter(|uri| {
-                    crate::hub::split_uri(uri).is_some_and(|(server, _)| servers.contains(&server))
-                })
+                .filter(|uri| !rule.targets(uri).is_empty())
                 .cloned()
                 .collect()
         });
@@ -493,7 +491,7 @@ impl ServerHandler for Session {
         outcome
     }
 
-    /// The downstream servers' resources, with Runbyte's URIs (`runbyte://<server>/<uri>`), then
+    /// The downstream servers' resources, with the URIs clients read (see [`crate::hub::Uris`]), then
     /// the saved skills' files, in pages (see [`crate::hub::Gathered::page`]).
     async fn list_resources(
         &self,
