@@ -262,7 +262,14 @@ impl CodegenDriver {
             let view = self.hub.server(server).await;
             let generated = match view {
                 Some(view) if view.status == Status::Ready => {
-                    self.generate_server(server, folder, view.tools.clone(), &view.warnings)
+                    // An MCP App's own tools are not the model's (see `hub::is_app_only`).
+                    let tools: Vec<_> = view
+                        .tools
+                        .iter()
+                        .filter(|tool| !crate::hub::is_app_only(tool))
+                        .cloned()
+                        .collect();
+                    self.generate_server(server, folder, tools.into(), &view.warnings)
                         .await
                 }
                 Some(view) => Ok(match view.status {

@@ -200,6 +200,14 @@ impl Gate {
                     .map_err(|e| e.to_string())?,
             )
         };
+        // A program is the model's: an MCP App's own tool is not for it (a direct call is the
+        // host's, whose app may call it).
+        if !keep_result && spec.as_ref().is_some_and(crate::hub::is_app_only) {
+            return Err(format!(
+                "`{tool}` of server `{server}` is for its MCP App only (`_meta.ui.visibility` \
+                 has no \"model\"); programs cannot call it"
+            ));
+        }
         let granted = if caller
             .judges
             .iter()

@@ -25,7 +25,7 @@ use std::{
 use rmcp::{
     Peer, RoleClient,
     model::{
-        GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, Prompt,
+        ErrorCode, GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, Prompt,
         ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
         SubscribeRequestParams, UnsubscribeRequestParams,
     },
@@ -37,7 +37,7 @@ use super::{Connection, DEFAULT_CALL_TIMEOUT, Hub, HubEvent, Slot, Status};
 
 mod uris;
 
-pub use uris::{Target, UI_SCHEME, Uris, namespaced_uri, split_uri};
+pub use uris::{Target, UI_SCHEME, Uris, is_app_only, namespaced_uri, split_uri};
 
 /// The "tool" a program's `readResource` calls: the bridge routes it to `resources/read`. (A
 /// downstream tool of this name is not reachable from programs; MCP tool names hold no `/`.)
@@ -864,6 +864,23 @@ impl Hub {
             .read_resource(ReadResourceRequestParams::new(original));
         let mut result = match tokio::time::timeout(within, reading).await {
             Ok(Ok(result)) => result,
+            // The server has no such resource: the client asked for one that does not exist
+            // (-32602 to it, as for a URI of no server), not a failure of the server.
+            Ok(Err(ServiceError::McpError(error)))
+                if matches!(
+                    error.code,
+                    ErrorCode::INVALID_PARAMS | ErrorCode::RESOURCE_NOT_FOUND
+                ) =>
+            {
+                return Err(CatalogError::NotFound {
+                    uri: uri.to_owned(),
+                    why: format!(
+                        "is not a resource of server `{server}`: it answered reading \
+                         `{original}` with {} (JSON-RPC error {})",
+                        error.message, error.code.0
+                    ),
+                });
+            }
             Ok(Err(ServiceError::McpError(error))) => {
                 return Err(CatalogError::Failed {
                     server,

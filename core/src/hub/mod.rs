@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use catalog::{
     CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, Target, UI_SCHEME, Uris,
-    cursor, namespaced_uri, offset, split_uri,
+    cursor, is_app_only, namespaced_uri, offset, split_uri,
 };
 use client::Change;
 pub use client::{Connection, Listed};

@@ -26,6 +26,21 @@ use crate::config::Config;
 const UI_META: &str = "ui";
 const UI_META_RESOURCE_URI: &str = "resourceUri";
 const LEGACY_UI_META_RESOURCE_URI: &str = "ui/resourceUri";
+const UI_META_VISIBILITY: &str = "visibility";
+
+/// Whether `tool` is for its MCP App only (SEP-1865: `_meta.ui.visibility` without `"model"`),
+/// which a host must keep out of its model's tools. A client that sees it directly is the host
+/// and gets it (its app calls it through Runbyte); a program is the model's, so the code mode
+/// neither shows nor calls it.
+pub fn is_app_only(tool: &Tool) -> bool {
+    let visibility = tool
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0.get(UI_META))
+        .and_then(|ui| ui.get(UI_META_VISIBILITY))
+        .and_then(Value::as_array);
+    visibility.is_some_and(|who| !who.iter().any(|one| one == "model"))
+}
 
 /// The scheme of the URIs Runbyte gives downstream resources.
 pub(super) const SCHEME: &str = "runbyte://";
