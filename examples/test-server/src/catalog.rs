@@ -86,6 +86,9 @@ pub fn fixed_tools(settings: &Settings) -> Vec<Tool> {
             no_arguments(),
         ));
     }
+    if settings.has(Mode::Apps) {
+        tools.extend(crate::apps::tools());
+    }
     tools.extend((0..settings.extra_tools).map(many_tool));
     tools
 }

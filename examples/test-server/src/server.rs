@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelledNotificationParam, DiscoverResult,
     Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    Tool,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -183,7 +183,8 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = if self.state.settings.has(Mode::HugeResources) {
+        let resources = [Mode::HugeResources, Mode::Apps];
+        let capabilities = if resources.iter().any(|mode| self.state.settings.has(*mode)) {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -273,6 +274,9 @@ impl ServerHandler for TestServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        if self.state.settings.has(Mode::Apps) {
+            return Ok(crate::apps::resources());
+        }
         const TOTAL: usize = 3000;
         const PAGE: usize = 500;
         let start: usize = request
@@ -299,9 +303,20 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        if self.state.settings.has(Mode::Apps) {
+            return Ok(crate::apps::templates());
+        }
         Ok(ListResourceTemplatesResult::with_all_items(vec![
             ResourceTemplate::new("test://item/{id}", "item"),
         ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        crate::apps::read(&request).map(Into::into)
     }
 
     async fn subscribe(
