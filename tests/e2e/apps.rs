@@ -11,6 +11,7 @@ use runbyte_tests::{Background, JsonLines, config_of, result_json, test_server_t
 use serde_json::{Value, json};
 
 const MIME: &str = "text/html;profile=mcp-app";
+const EXTENSION: &str = "io.modelcontextprotocol/ui";
 
 /// How one revision's requests are made on a `runbyte serve`.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +45,14 @@ impl Client {
                        "clientInfo": {"name": "apps-test", "version": "1"}}),
             );
             assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+            let declared = &init["result"]["capabilities"]["extensions"][EXTENSION];
+            assert_eq!(declared["mimeTypes"], json!([MIME]), "{init}");
             client.lines.notify("notifications/initialized", json!({}));
+        }
+        if let Era::Stateless = era {
+            let discovered = client.result("server/discover", json!({}));
+            let declared = &discovered["capabilities"]["extensions"][EXTENSION];
+            assert_eq!(declared["mimeTypes"], json!([MIME]), "{discovered}");
         }
         client
     }
@@ -190,6 +198,11 @@ fn sees_the_app(client: &mut Client, server: &str) {
     // A direct call's resource link and embedded resource carry the URIs the client reads.
     let called = client.call(&format!("{server}_show_dashboard"), json!({}));
     let content = called["content"].as_array().unwrap();
+    // Runbyte declared the MCP Apps extension to the server (which may offer its UI only then).
+    assert_eq!(
+        content[0]["text"], "the dashboard is ready; the client declares MCP Apps",
+        "{era:?}: {called}"
+    );
     assert_eq!(content[1]["type"], "resource_link", "{called}");
     assert_eq!(content[1]["uri"], ui, "{called}");
     assert_eq!(content[2]["resource"]["uri"], readme, "{called}");

@@ -37,7 +37,10 @@ use super::{Connection, DEFAULT_CALL_TIMEOUT, Hub, HubEvent, Slot, Status};
 
 mod uris;
 
-pub use uris::{Target, UI_SCHEME, Uris, is_app_only, namespaced_uri, split_uri};
+pub use uris::{
+    APPS_EXTENSION, Target, UI_SCHEME, Uris, apps_capability, is_app_only, namespaced_uri,
+    split_uri,
+};
 
 /// The "tool" a program's `readResource` calls: the bridge routes it to `resources/read`. (A
 /// downstream tool of this name is not reachable from programs; MCP tool names hold no `/`.)

@@ -32,8 +32,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{
-    CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, Target, UI_SCHEME, Uris,
-    cursor, is_app_only, namespaced_uri, offset, split_uri,
+    APPS_EXTENSION, CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, Target,
+    UI_SCHEME, Uris, apps_capability, cursor, is_app_only, namespaced_uri, offset, split_uri,
 };
 use client::Change;
 pub use client::{Connection, Listed};

@@ -387,19 +387,26 @@ impl ServerHandler for Session {
         // `listChanged`: the session forwards a downstream server's tool changes, so a client
         // knows to look at /servers again. Resources and prompts are the downstream servers',
         // gathered (see `crate::hub::catalog`), with their changes and resource subscriptions.
-        let mut info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .enable_resources()
-                .enable_resources_list_changed()
-                .enable_resources_subscribe()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_skills()
-                .build(),
-        );
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_skills()
+            .build();
+        // MCP Apps (SEP-1865): the servers' UI resources and their tools' `_meta` pass through.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(
+                crate::hub::APPS_EXTENSION.to_owned(),
+                crate::hub::apps_capability(),
+            );
+        let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("runbyte", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(INSTRUCTIONS.to_owned());
         info

@@ -3,7 +3,7 @@
 //!
 //! | what | name or URI | has |
 //! |---|---|---|
-//! | tool | `show_dashboard` | `_meta.ui.resourceUri` [`DASHBOARD`], the deprecated `_meta["ui/resourceUri"]` likewise, `_meta.ui.visibility` `["model", "app"]`; a call gives a text block, a `resource_link` to [`DASHBOARD`] and [`README`] embedded |
+//! | tool | `show_dashboard` | `_meta.ui.resourceUri` [`DASHBOARD`], the deprecated `_meta["ui/resourceUri"]` likewise, `_meta.ui.visibility` `["model", "app"]`; a call gives a text block (saying whether the client declared the `io.modelcontextprotocol/ui` extension: `the client declares MCP Apps` or `... does not ...`), a `resource_link` to [`DASHBOARD`] and [`README`] embedded |
 //! | tool | `refresh_dashboard` | app-only: `_meta.ui` `{"resourceUri": DASHBOARD, "visibility": ["app"]}`; a call gives text `refreshed` |
 //! | resource | [`DASHBOARD`] | `text/html;profile=mcp-app`, an HTML5 document, `_meta.ui` with `csp` (`connectDomains`, `resourceDomains`) and `prefersBorder` (in the listing and in `resources/read`) |
 //! | resource | [`README`] | `text/plain`, text [`README_TEXT`] |
@@ -13,12 +13,13 @@
 //! client's `io.modelcontextprotocol/ui` capability first; this one does not, so a gateway that
 //! does not pass it on still gets them).
 
-use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResult, ContentBlock, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
     ReadResourceRequestParams, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
     Tool,
 };
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
 /// The UI resource of `show_dashboard`.
@@ -83,11 +84,29 @@ pub fn tools() -> Vec<Tool> {
     vec![show, refresh]
 }
 
+/// The MCP Apps extension's identifier.
+const EXTENSION: &str = "io.modelcontextprotocol/ui";
+
 /// The result of the mode's tool `name`; `None` for a tool not of the mode.
-pub fn call(name: &str) -> Option<CallToolResult> {
+pub fn call(name: &str, context: &RequestContext<RoleServer>) -> Option<CallToolResult> {
+    let declared = context
+        .client_capabilities()
+        .and_then(|capabilities| capabilities.extensions)
+        .and_then(|extensions| extensions.get(EXTENSION).cloned())
+        .and_then(|settings| settings.get("mimeTypes").cloned())
+        .is_some_and(|types| {
+            types
+                .as_array()
+                .is_some_and(|t| t.iter().any(|m| m == MIME))
+        });
+    let told = if declared {
+        "the dashboard is ready; the client declares MCP Apps"
+    } else {
+        "the dashboard is ready; the client does not declare MCP Apps"
+    };
     match name {
         "show_dashboard" => Some(CallToolResult::success(vec![
-            ContentBlock::text("the dashboard is ready"),
+            ContentBlock::text(told),
             ContentBlock::ResourceLink(Resource::new(DASHBOARD, "dashboard").with_mime_type(MIME)),
             ContentBlock::embedded_text(README, README_TEXT),
         ])),

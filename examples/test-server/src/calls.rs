@@ -131,7 +131,7 @@ pub async fn call(
         return ask::call(request, context).await;
     }
     if state.settings.has(crate::cli::Mode::Apps)
-        && let Some(result) = crate::apps::call(&request.name)
+        && let Some(result) = crate::apps::call(&request.name, &context)
     {
         return Ok(result.into());
     }

@@ -48,6 +48,22 @@ pub(super) const SCHEME: &str = "runbyte://";
 /// The scheme of MCP Apps' UI resources (SEP-1865), which clients read with it.
 pub const UI_SCHEME: &str = "ui://";
 
+/// The MCP Apps extension's identifier (SEP-1865, negotiated as SEP-1724 says).
+pub const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// The MIME type of an MCP App's HTML view.
+const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
+
+/// The settings Runbyte declares the MCP Apps extension with, to servers (so that one which
+/// checks its client's capability before offering its UI tools offers them) and to clients
+/// (it passes UI resources and their tools' `_meta` on): the HTML views' MIME type. A client
+/// that renders no UI gets the tools as plain tools, which SEP-1865 asks every such tool to be.
+pub fn apps_capability() -> rmcp::model::JsonObject {
+    let mut settings = rmcp::model::JsonObject::new();
+    settings.insert("mimeTypes".to_owned(), Value::from(vec![APP_MIME_TYPE]));
+    settings
+}
+
 /// Appends `server` percent-encoded as a URI authority: only unreserved characters stay.
 fn push_server(out: &mut String, server: &str) {
     for byte in server.bytes() {

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -189,4 +189,77 @@ fn hostile_names_and_uris_round_trip_in_both_forms() {
             }
         }
     }
+}
+
+fn tool(meta: Value) -> Tool {
+    let mut tool = Tool::new("t", "", std::sync::Arc::default());
+    tool.meta = serde_json::from_value(meta).unwrap();
+    tool
+}
+
+#[test]
+fn a_tools_ui_resource_uri_is_rewritten_and_the_rest_of_its_meta_passes() {
+    let uris = rule(&["w", "fx"], &["fx"]);
+    let ui = json!({
+        "resourceUri": "ui://dash",
+        "visibility": ["app"],
+        "csp": {"connectDomains": ["https://a.example"]},
+        "prefersBorder": true
+    });
+    let mut shown = tool(json!({"ui": ui, "ui/resourceUri": "ui://dash", "other": 1}));
+    uris.in_tool("w", &mut shown);
+    let meta = serde_json::to_value(&shown.meta).unwrap();
+    let mut expected = ui.clone();
+    expected["resourceUri"] = json!("ui://w/dash");
+    assert_eq!(
+        meta,
+        json!({"ui": expected, "ui/resourceUri": "ui://w/dash", "other": 1})
+    );
+    // A verbatim server's tool is left as it is.
+    let mut verbatim = tool(json!({"ui": {"resourceUri": "ui://dash"}}));
+    uris.in_tool("fx", &mut verbatim);
+    assert_eq!(verbatim.meta.unwrap().0["ui"]["resourceUri"], "ui://dash");
+    // Odd shapes are left alone rather than refused.
+    for odd in [
+        json!({"ui": "x"}),
+        json!({"ui": {"resourceUri": 3}}),
+        json!({}),
+    ] {
+        let mut kept = tool(odd.clone());
+        uris.in_tool("w", &mut kept);
+        assert_eq!(serde_json::to_value(&kept.meta).unwrap(), odd);
+    }
+    let mut bare = Tool::new("t", "", std::sync::Arc::default());
+    uris.in_tool("w", &mut bare);
+    assert!(bare.meta.is_none());
+}
+
+#[test]
+fn only_a_tool_whose_visibility_leaves_out_the_model_is_app_only() {
+    assert!(is_app_only(&tool(json!({"ui": {"visibility": ["app"]}}))));
+    assert!(is_app_only(&tool(json!({"ui": {"visibility": []}}))));
+    for shown in [
+        json!({"ui": {"visibility": ["model", "app"]}}),
+        json!({"ui": {"visibility": ["model"]}}),
+        json!({"ui": {"resourceUri": "ui://x"}}),
+        json!({"ui": {"visibility": "app"}}),
+        json!({}),
+    ] {
+        assert!(!is_app_only(&tool(shown.clone())), "{shown}");
+    }
+}
+
+#[test]
+fn embedded_resources_and_links_carry_the_uri_clients_read() {
+    let uris = rule(&["w"], &[]);
+    let mut result = CallToolResult::success(vec![
+        ContentBlock::text("ui://not-a-uri-here"),
+        ContentBlock::embedded_text("ui://dash", "<html>"),
+        ContentBlock::ResourceLink(rmcp::model::Resource::new("file:///a.md", "a")),
+    ]);
+    uris.in_result("w", &mut result);
+    let content = serde_json::to_value(&result.content).unwrap();
+    assert_eq!(content[0]["text"], "ui://not-a-uri-here");
+    assert_eq!(content[1]["resource"]["uri"], "ui://w/dash");
+    assert_eq!(content[2]["uri"], "runbyte://w/file:///a.md");
 }
