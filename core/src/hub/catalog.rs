@@ -4,9 +4,11 @@
 //! init timeout and by [`MAX_ITEMS`]; one that fails or is down is left out (with a WARN) and
 //! never holds up the others. Resources are namespaced by server: a server's URI `U` becomes
 //! `runbyte://<server>/U` (the server's name percent-encoded), so two servers that both serve
-//! `file:///notes.md` stay apart and a read goes to the server that listed it. Templates are
-//! prefixed the same way, which keeps them RFC 6570 templates. Prompt names are prefixed by the
-//! gateway (see [`crate::gateway::Gateway::prompts`]).
+//! `file:///notes.md` stay apart and a read goes to the server that listed it; an MCP Apps
+//! `ui://` URI keeps its scheme and a verbatim server's URIs stay as they are (the one rule, both
+//! ways, is [`Uris`]). Templates are given the same way, which keeps them RFC 6570 templates; a
+//! URI two servers would give is listed for neither. Prompt names are prefixed by the gateway
+//! (see [`crate::gateway::Gateway::prompts`]).
 //!
 //! What a server lists is kept (see [`Lists`]) until it says its list changed or its
 //! connection changes, so concurrent and repeated lists share one listing; each server's part is
