@@ -5,7 +5,8 @@
 //!
 //! What only a program's call has (counting its position, the replay journal, divergence, the
 //! refusal of direct-only servers) stays in the bridge (`super::bridge`); what only a direct
-//! call has (its result returned as the server gave it) in `super::direct`.
+//! call has (its result returned as the server gave it, but for [`crate::hub::Uris`]'s URIs)
+//! in `super::direct`.
 
 use std::{borrow::Cow, sync::Arc, time::Duration};
 
