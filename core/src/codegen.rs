@@ -262,7 +262,14 @@ impl CodegenDriver {
             let view = self.hub.server(server).await;
             let generated = match view {
                 Some(view) if view.status == Status::Ready => {
-                    self.generate_server(server, folder, view.tools.clone(), &view.warnings)
+                    // An MCP App's own tools are not the model's (see `hub::is_app_only`).
+                    let tools: Vec<_> = view
+                        .tools
+                        .iter()
+                        .filter(|tool| !crate::hub::is_app_only(tool))
+                        .cloned()
+                        .collect();
+                    self.generate_server(server, folder, tools.into(), &view.warnings)
                         .await
                 }
                 Some(view) => Ok(match view.status {
@@ -466,7 +473,7 @@ fn resources_module(typescript: bool) -> String {
         )
     };
     format!(
-        "/**\n * The downstream servers' resources (MCP resources), read from a program.\n * A URI is Runbyte's: runbyte://<server>/<the server's own URI>, as the client's\n * resources/list gives it (a template's, filled in, likewise).\n */\nimport {{ callTool }} from \"runbyte:bridge\";\n\n{contents}/** Reads a resource; throws if the URI names no server or its server cannot read it. */\n{signature} {{\n  const match = /^runbyte:\\/\\/([^/]+)\\//.exec(uri);\n  if (!match) {{\n    throw new Error(`readResource: \\`${{uri}}\\` is not one of Runbyte's resource URIs (runbyte://<server>/<uri>)`);\n  }}\n  return callTool(decodeURIComponent(match[1]), \"{read}\", {{ uri }}){cast};\n}}\n"
+        "/**\n * The downstream servers' resources (MCP resources), read from a program.\n * A URI is Runbyte's: runbyte://<server>/<the server's own URI>, or for a UI resource\n * (MCP Apps) ui://<server>/<the rest of its ui:// URI>, as the client's resources/list\n * gives it (a template's, filled in, likewise).\n */\nimport {{ callTool }} from \"runbyte:bridge\";\n\n{contents}/** Reads a resource; throws if the URI names no server or its server cannot read it. */\n{signature} {{\n  const match = /^(?:runbyte|ui):\\/\\/([^/]+)\\//.exec(uri);\n  if (!match) {{\n    throw new Error(`readResource: \\`${{uri}}\\` is not one of Runbyte's resource URIs (runbyte://<server>/<uri>, ui://<server>/<rest>)`);\n  }}\n  return callTool(decodeURIComponent(match[1]), \"{read}\", {{ uri }}){cast};\n}}\n"
     )
 }
 

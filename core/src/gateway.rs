@@ -249,8 +249,10 @@ impl Gateway {
             .named
             .into_iter()
             .filter_map(|named| {
-                let mut exposed = tools.remove(&(named.server, named.item))?;
+                let mut exposed = tools.remove(&(named.server.clone(), named.item))?;
                 exposed.name = named.exposed.into();
+                // A UI resource's URI (MCP Apps) is the one the client reads.
+                self.hub.uris().in_tool(&named.server, &mut exposed);
                 Some(exposed)
             })
             .collect()

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod apps;
 mod catalog;
 mod config;
 mod direct;

@@ -751,6 +751,15 @@ impl JsonLines {
         }
     }
 
+    /// Sends a notification (no answer is waited for).
+    pub fn notify(&mut self, method: &str, params: serde_json::Value) {
+        use std::io::Write;
+        let notification =
+            serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params});
+        writeln!(self.stdin, "{notification}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
     /// A 2026-07-28 `tools/call` of Runbyte's `tool` (with elicitation declared), with `extra`
     /// merged into its params (`inputResponses`, `requestState`).
     pub fn call(

@@ -658,25 +658,16 @@ impl Config {
             })?;
         }
         // Directly exposed tools share Runbyte's own `tools/list`: each server's prefix must
-        // keep its names apart from every other server's (a name taken by one of Runbyte's own
-        // tools is left out with a warning). An empty prefix shows one server's tools under
-        // their own names (Runbyte as a transparent gateway): it overlaps every other prefix,
-        // so it is for the only directly exposed server.
+        // keep its names apart from Runbyte's tools and from every other server's. An empty
+        // prefix is Runbyte as a transparent gateway (the server's tools, prompts and resource
+        // URIs as they are): a name it shares with Runbyte's own tools or another server's is
+        // left out at listing time, with a WARN naming both (`crate::gateway::names`).
         let direct = self.direct_servers();
-        for (name, prefix) in &direct {
+        for (name, prefix) in direct.iter().filter(|(_, prefix)| !prefix.is_empty()) {
             let key = format!("servers.{}.direct-prefix", locate::key_segment(name));
-            if prefix.is_empty()
-                && let Some((other, _)) = direct.iter().find(|(other, _)| other != name)
-            {
-                return Err(locator.error_at_key(
-                    &key,
-                    format!(
-                        "is empty, which shows this server's tools under their own names, but                          server `{other}` is exposed directly too: a tool name could mean either                          server (give one of them a prefix)"
-                    ),
-                ));
-            }
             if let Some((other, other_prefix)) = direct.iter().find(|(other, other_prefix)| {
                 other != name
+                    && !other_prefix.is_empty()
                     && (other_prefix.starts_with(prefix.as_str())
                         || prefix.starts_with(other_prefix.as_str()))
             }) {

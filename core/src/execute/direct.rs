@@ -1,5 +1,6 @@
 //! A client's direct call (`expose = "direct"` or `"both"`): the session's limits from the
-//! policies, then the gate, as a program's call; the server's result comes back as it is.
+//! policies, then the gate, as a program's call; the server's result comes back as it is (its
+//! resource URIs those the client reads, as the gate gives every result).
 
 use std::sync::Arc;
 
@@ -49,8 +50,9 @@ impl Executor {
     /// program's call (with the session's limits for its timeout), and it passes the same gate
     /// (the Hub checks the arguments and sends it; it is traced, audited, its tokens counted
     /// into the session's totals and its shape learned). The server's result comes back as it
-    /// is, marked complete for 2026-07-28 clients, or its question when it asked one of a
-    /// client it passes them to ([`PassThrough`]).
+    /// is (its resource URIs those the client reads, see [`crate::hub::Uris`]), marked complete
+    /// for 2026-07-28 clients, or its question when it asked one of a client it passes them to
+    /// ([`PassThrough`]).
     pub async fn direct(&self, call: DirectCall<'_>) -> Result<CallToolResponse, DirectError> {
         let (limits, judges) = self
             .session_limits(call.session, call.listener)

@@ -5,7 +5,8 @@
 //!
 //! What only a program's call has (counting its position, the replay journal, divergence, the
 //! refusal of direct-only servers) stays in the bridge (`super::bridge`); what only a direct
-//! call has (its result returned as the server gave it) in `super::direct`.
+//! call has (its result returned as the server gave it, but for [`crate::hub::Uris`]'s URIs)
+//! in `super::direct`.
 
 use std::{borrow::Cow, sync::Arc, time::Duration};
 
@@ -215,6 +216,14 @@ impl Gate {
                     .map_err(|e| e.to_string())?,
             )
         };
+        // A program is the model's: an MCP App's own tool is not for it (a direct call is the
+        // host's, whose app may call it).
+        if !keep_result && spec.as_ref().is_some_and(crate::hub::is_app_only) {
+            return Err(format!(
+                "`{tool}` of server `{server}` is for its MCP App only (`_meta.ui.visibility` \
+                 has no \"model\"); programs cannot call it"
+            ));
+        }
         let granted = if caller
             .judges
             .iter()
@@ -269,7 +278,7 @@ impl Gate {
             .with_context(watched.trace)
             .await;
         *watched.outcome = call_outcome(&answer);
-        let result = match answer {
+        let mut result = match answer {
             Ok(result) => result,
             Err(error) => {
                 let why = error.to_string();
@@ -279,6 +288,9 @@ impl Gate {
                 return Err(why);
             }
         };
+        // Embedded resources and links carry the URIs a client reads, for a program (which may
+        // read or return them) and a direct call's client alike.
+        self.hub.uris().in_result(&server, &mut result);
         caller.tokens.add(&server, &result);
         let (value, result) = if keep_result {
             let value = map_result(&server, &tool, result.clone());
@@ -295,7 +307,8 @@ impl Gate {
         ))
     }
 
-    /// Reads a resource for a program: `arguments.uri` is Runbyte's URI, of the call's server.
+    /// Reads a resource for a program: `arguments.uri` is a URI a client reads (see
+    /// [`crate::hub::Uris`]), of the call's server.
     /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`).
     async fn read_resource(
         &self,
@@ -307,14 +320,11 @@ impl Gate {
             .get("uri")
             .and_then(Value::as_str)
             .ok_or("readResource(uri): the URI must be a string")?;
-        match crate::hub::split_uri(uri) {
-            Some((of, _)) if of == server => {}
-            _ => {
-                return Err(format!(
-                    "readResource: `{uri}` is not a resource URI of server `{server}` \
-                     (runbyte://{server}/<uri>)"
-                ));
-            }
+        if !self.hub.uris().may_be_of(uri, server) {
+            return Err(format!(
+                "readResource: `{uri}` is not a resource URI of server `{server}` \
+                 (runbyte://{server}/<uri>, or ui://{server}/<rest> for a UI resource)"
+            ));
         }
         let result = self
             .hub

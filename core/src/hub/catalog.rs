@@ -4,9 +4,11 @@
 //! init timeout and by [`MAX_ITEMS`]; one that fails or is down is left out (with a WARN) and
 //! never holds up the others. Resources are namespaced by server: a server's URI `U` becomes
 //! `runbyte://<server>/U` (the server's name percent-encoded), so two servers that both serve
-//! `file:///notes.md` stay apart and a read goes to the server that listed it. Templates are
-//! prefixed the same way, which keeps them RFC 6570 templates. Prompt names are prefixed by the
-//! gateway (see [`crate::gateway::Gateway::prompts`]).
+//! `file:///notes.md` stay apart and a read goes to the server that listed it; an MCP Apps
+//! `ui://` URI keeps its scheme and a verbatim server's URIs stay as they are (the one rule, both
+//! ways, is [`Uris`]). Templates are given the same way, which keeps them RFC 6570 templates; a
+//! URI two servers would give is listed for neither. Prompt names are prefixed by the gateway
+//! (see [`crate::gateway::Gateway::prompts`]).
 //!
 //! What a server lists is kept (see [`Lists`]) until it says its list changed or its
 //! connection changes, so concurrent and repeated lists share one listing; each server's part is
@@ -16,6 +18,7 @@
 //! [`MAX_SUBSCRIPTIONS`] are held in all.
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     sync::{Arc, Mutex, Weak},
     time::Duration,
@@ -24,9 +27,9 @@ use std::{
 use rmcp::{
     Peer, RoleClient,
     model::{
-        GetPromptRequestParams, PaginatedRequestParams, Prompt, ReadResourceRequestParams,
-        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, SubscribeRequestParams,
-        UnsubscribeRequestParams,
+        ErrorCode, GetPromptRequestParams, PaginatedRequestParams, Prompt,
+        ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
+        SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::ServiceError,
 };
@@ -34,8 +37,12 @@ use serde::Serialize;
 
 use super::{Connection, DEFAULT_CALL_TIMEOUT, Hub, HubEvent, Slot, Status};
 
-/// The scheme of the URIs Runbyte gives downstream resources.
-const SCHEME: &str = "runbyte://";
+mod uris;
+
+pub use uris::{
+    APPS_EXTENSION, Target, UI_SCHEME, Uris, apps_capability, is_app_only, namespaced_uri,
+    split_uri,
+};
 
 /// The "tool" a program's `readResource` calls: the bridge routes it to `resources/read`. (A
 /// downstream tool of this name is not reachable from programs; MCP tool names hold no `/`.)
@@ -227,9 +234,25 @@ pub(super) struct Lists {
     resources: Cache<Resource>,
     templates: Cache<ResourceTemplate>,
     prompts: Cache<Prompt>,
+    /// The warnings of URIs left out that were said, so each is said once (at most
+    /// [`MAX_WARNED`]).
+    warned: Mutex<std::collections::HashSet<String>>,
 }
 
+/// The most distinct warnings of shared URIs remembered; past it, no more are said.
+const MAX_WARNED: usize = 1024;
+
 impl Lists {
+    /// Says `warning` (a WARN) unless it was said before.
+    fn warn_once(&self, warning: String) {
+        let Ok(mut warned) = self.warned.lock() else {
+            return;
+        };
+        if warned.len() < MAX_WARNED && warned.insert(warning.clone()) {
+            tracing::warn!("{warning}");
+        }
+    }
+
     /// The server's listings of `kind` are stale.
     pub(super) fn forget(&self, server: &str, kind: Kind) {
         match kind {
@@ -349,44 +372,6 @@ pub fn template_matches(template: &str, uri: &str) -> bool {
     at[bytes.len()]
 }
 
-/// Runbyte's URI for a server's resource `uri`.
-pub fn namespaced_uri(server: &str, uri: &str) -> String {
-    let mut out = String::with_capacity(SCHEME.len() + server.len() + uri.len() + 1);
-    out.push_str(SCHEME);
-    for byte in server.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out.push('/');
-    out.push_str(uri);
-    out
-}
-
-/// The server and the server's own URI that a Runbyte resource URI stands for; `None` for a URI
-/// that is not one of Runbyte's.
-pub fn split_uri(uri: &str) -> Option<(String, &str)> {
-    let rest = uri.strip_prefix(SCHEME)?;
-    let (encoded, original) = rest.split_once('/')?;
-    let mut server = Vec::with_capacity(encoded.len());
-    let bytes = encoded.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = encoded.get(i + 1..i + 3)?;
-            server.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            server.push(bytes[i]);
-            i += 1;
-        }
-    }
-    let server = String::from_utf8(server).ok()?;
-    (!server.is_empty() && !original.is_empty()).then_some((server, original))
-}
-
 /// Why a resource or prompt request failed; each message names the server (and URI or prompt).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CatalogError {
@@ -420,7 +405,7 @@ impl CatalogError {
 async fn list_pages<T, F, Fut>(
     server: &str,
     what: &str,
-    rename: fn(&str, &mut T),
+    (uris, rename): (&Uris, fn(&Uris, &str, &mut T)),
     mut page: F,
 ) -> Result<Listing<T>, String>
 where
@@ -446,7 +431,7 @@ where
                 );
                 return Ok(listing);
             }
-            rename(server, &mut item);
+            rename(uris, server, &mut item);
             let size = json_size(&item);
             if bytes + size > MAX_SERVER_LIST_BYTES {
                 tracing::warn!(
@@ -550,7 +535,7 @@ impl Hub {
         offers: fn(&Connection) -> bool,
         cache: &Cache<T>,
         only: Option<&str>,
-        rename: fn(&str, &mut T),
+        rename: fn(&Uris, &str, &mut T),
         page: F,
     ) -> Vec<(String, Arc<Listing<T>>)>
     where
@@ -569,6 +554,7 @@ impl Hub {
                     let peer = connection.service.peer().clone();
                     let filled = cell
                         .get_or_try_init(|| async {
+                            let rename = (&self.inner.uris, rename);
                             let listing = list_pages(&server, what, rename, |params| {
                                 page(peer.clone(), params)
                             });
@@ -601,8 +587,8 @@ impl Hub {
 
     async fn resources_of(&self, only: Option<&str>) -> Vec<(String, Arc<Listing<Resource>>)> {
         let offers = |c: &Connection| c.offers_resources().0;
-        let rename = |server: &str, resource: &mut Resource| {
-            resource.uri = namespaced_uri(server, &resource.uri);
+        let rename = |uris: &Uris, server: &str, resource: &mut Resource| {
+            resource.uri = uris.client_uri(server, &resource.uri);
         };
         self.gather(
             "resources",
@@ -623,8 +609,8 @@ impl Hub {
         only: Option<&str>,
     ) -> Vec<(String, Arc<Listing<ResourceTemplate>>)> {
         let offers = |c: &Connection| c.offers_resources().0;
-        let rename = |server: &str, template: &mut ResourceTemplate| {
-            template.uri_template = namespaced_uri(server, &template.uri_template);
+        let rename = |uris: &Uris, server: &str, template: &mut ResourceTemplate| {
+            template.uri_template = uris.client_uri(server, &template.uri_template);
         };
         self.gather(
             "resource templates",
@@ -640,14 +626,88 @@ impl Hub {
         .await
     }
 
-    /// Every server's resources, with Runbyte's URIs, server by server, within the bounds.
-    pub async fn list_resources(&self) -> Gathered<Resource> {
-        Gathered::within_total("resources", self.resources_of(None).await)
+    /// How the servers' resource URIs reach clients, and back.
+    pub fn uris(&self) -> &Uris {
+        &self.inner.uris
     }
 
-    /// Every server's resource templates, with Runbyte's URI prefix, within the bounds.
+    /// Every server's resources, with the URIs clients read ([`Uris`]), server by server,
+    /// within the bounds; a URI two servers would share is given to neither (a WARN, once,
+    /// names both).
+    pub async fn list_resources(&self) -> Gathered<Resource> {
+        let lists = self.resources_of(None).await;
+        let lists = self.without_shared("resource", lists, |r: &Resource| &r.uri);
+        Gathered::within_total("resources", lists)
+    }
+
+    /// Every server's resource templates, with the URIs clients read, within the bounds; a
+    /// template two servers would share is given to neither.
     pub async fn list_resource_templates(&self) -> Gathered<ResourceTemplate> {
-        Gathered::within_total("resource templates", self.templates_of(None).await)
+        let lists = self.templates_of(None).await;
+        let lists = self.without_shared("resource template", lists, |t: &ResourceTemplate| {
+            &t.uri_template
+        });
+        Gathered::within_total("resource templates", lists)
+    }
+
+    /// `lists` without the items whose client URI (`uri_of`) more than one server lists. Only
+    /// verbatim servers' URIs can meet another's (see [`Uris`]); without one, `lists` as they
+    /// are.
+    fn without_shared<T: Clone + Serialize>(
+        &self,
+        what: &str,
+        lists: Vec<(String, Arc<Listing<T>>)>,
+        uri_of: fn(&T) -> &String,
+    ) -> Vec<(String, Arc<Listing<T>>)> {
+        if !self.inner.uris.any_verbatim() {
+            return lists;
+        }
+        let mut listed_by: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (server, listing) in &lists {
+            for item in &listing.items {
+                let servers = listed_by.entry(uri_of(item).as_str()).or_default();
+                if !servers.contains(&server.as_str()) {
+                    servers.push(server);
+                }
+            }
+        }
+        let shared: HashMap<String, String> = listed_by
+            .into_iter()
+            .filter(|(_, servers)| servers.len() > 1)
+            .map(|(uri, servers)| {
+                let who: Vec<String> = servers.iter().map(|s| format!("`{s}`")).collect();
+                (uri.to_owned(), who.join(" and "))
+            })
+            .collect();
+        if shared.is_empty() {
+            return lists;
+        }
+        for (uri, who) in &shared {
+            self.inner.lists.warn_once(format!(
+                "servers {who} would all give the {what} `{}`; none of them is listed under \
+                 it (give one server a `direct-prefix`)",
+                uri.escape_debug()
+            ));
+        }
+        lists
+            .into_iter()
+            .map(|(server, listing)| {
+                if !listing
+                    .items
+                    .iter()
+                    .any(|item| shared.contains_key(uri_of(item)))
+                {
+                    return (server, listing);
+                }
+                let kept: Vec<T> = listing
+                    .items
+                    .iter()
+                    .filter(|item| !shared.contains_key(uri_of(item)))
+                    .cloned()
+                    .collect();
+                (server, Arc::new(Listing::new(kept)))
+            })
+            .collect()
     }
 
     /// Every server's prompts, with the server's name (the gateway names them for clients),
@@ -659,7 +719,7 @@ impl Hub {
                 Connection::offers_prompts,
                 &self.inner.lists.prompts,
                 None,
-                |_, _| {},
+                |_, _, _| {},
                 |peer, params| async move {
                     let page = peer.list_prompts(params).await?;
                     Ok((page.prompts, page.next_cursor))
@@ -684,22 +744,7 @@ impl Hub {
                 why: format!("is longer than {MAX_SUBSCRIBED_URI} bytes"),
             });
         }
-        let listed = self.resources_of(Some(server)).await;
-        if listed
-            .iter()
-            .any(|(_, listing)| listing.items.iter().any(|resource| resource.uri == uri))
-        {
-            return Ok(());
-        }
-        let templates = self.templates_of(Some(server)).await;
-        let matched = templates.iter().any(|(_, listing)| {
-            listing
-                .items
-                .iter()
-                .take(MAX_MATCHED_TEMPLATES)
-                .any(|template| template_matches(&template.uri_template, uri))
-        });
-        if matched {
+        if self.gives(server, uri).await {
             return Ok(());
         }
         Err(CatalogError::NotFound {
@@ -712,26 +757,83 @@ impl Hub {
         })
     }
 
-    /// The slot of the server a Runbyte resource URI names, and the server's own URI.
-    fn resource_slot<'u>(&self, uri: &'u str) -> Result<(&Arc<Slot>, &'u str), CatalogError> {
-        let Some((server, original)) = split_uri(uri) else {
+    /// The slot of the server a client's resource URI stands for ([`Uris::targets`]), and the
+    /// server's own URI. Where the URI may be more than one server's (a verbatim server's, see
+    /// [`Uris`]), the one whose resources or templates give it; none doing so, the server the URI
+    /// names; two doing so, neither (the URI is shared, as [`Hub::list_resources`] says).
+    async fn resource_slot<'u>(
+        &self,
+        uri: &'u str,
+    ) -> Result<(&Arc<Slot>, Cow<'u, str>), CatalogError> {
+        let mut targets = self.inner.uris.targets(uri);
+        if targets.len() > 1 {
+            let mut serving = Vec::new();
+            for target in &targets {
+                if self.gives(&target.server, uri).await {
+                    serving.push(target.clone());
+                }
+            }
+            targets = match serving.len() {
+                0 => targets.into_iter().filter(|t| t.named).collect(),
+                1 => serving,
+                _ => {
+                    let who: Vec<String> =
+                        serving.iter().map(|t| format!("`{}`", t.server)).collect();
+                    return Err(CatalogError::NotFound {
+                        uri: uri.to_owned(),
+                        why: format!(
+                            "is given by servers {}; it stands for none of them",
+                            who.join(" and ")
+                        ),
+                    });
+                }
+            };
+        }
+        if let Some(target) = targets.into_iter().next()
+            && let Some(slot) = self.inner.servers.get(&target.server)
+        {
+            return Ok((slot, target.uri));
+        }
+        if let Some(server) = Uris::named_server(uri).filter(|s| !self.inner.uris.is_verbatim(s)) {
             return Err(CatalogError::NotFound {
-                uri: uri.to_owned(),
-                why: "is not one of Runbyte's resource URIs (runbyte://<server>/<uri>, as \
-                      resources/list gives them)"
-                    .to_owned(),
-            });
-        };
-        match self.inner.servers.get(&server) {
-            Some(slot) => Ok((slot, original)),
-            None => Err(CatalogError::NotFound {
                 uri: uri.to_owned(),
                 why: format!(
                     "names server `{server}`, which is not configured; the servers are: {}",
                     self.server_names().join(", ")
                 ),
-            }),
+            });
         }
+        let why = if self.inner.uris.any_verbatim() {
+            "is neither one of Runbyte's resource URIs (runbyte://<server>/<uri>, or \
+             ui://<server>/<rest> for a UI resource, as resources/list gives them) nor one a \
+             server shown as it is gives"
+        } else {
+            "is not one of Runbyte's resource URIs (runbyte://<server>/<uri>, or \
+             ui://<server>/<rest> for a UI resource, as resources/list gives them)"
+        };
+        Err(CatalogError::NotFound {
+            uri: uri.to_owned(),
+            why: why.to_owned(),
+        })
+    }
+
+    /// Whether `server` lists the client URI `uri` or one of its templates expands to it.
+    async fn gives(&self, server: &str, uri: &str) -> bool {
+        let listed = self.resources_of(Some(server)).await;
+        if listed
+            .iter()
+            .any(|(_, listing)| listing.items.iter().any(|resource| resource.uri == uri))
+        {
+            return true;
+        }
+        let templates = self.templates_of(Some(server)).await;
+        templates.iter().any(|(_, listing)| {
+            listing
+                .items
+                .iter()
+                .take(MAX_MATCHED_TEMPLATES)
+                .any(|template| template_matches(&template.uri_template, uri))
+        })
     }
 
     /// Reads a resource by Runbyte's URI from the server that serves it (through the session's
@@ -742,7 +844,8 @@ impl Hub {
         uri: &str,
         session: Option<&str>,
     ) -> Result<ReadResourceResult, CatalogError> {
-        let (slot, original) = self.resource_slot(uri)?;
+        let (slot, original) = self.resource_slot(uri).await?;
+        let original: &str = &original;
         let server = slot.name.clone();
         let unavailable = |why: String| CatalogError::Unavailable {
             server: server.clone(),
@@ -766,6 +869,23 @@ impl Hub {
             .read_resource(ReadResourceRequestParams::new(original));
         let mut result = match tokio::time::timeout(within, reading).await {
             Ok(Ok(result)) => result,
+            // The server has no such resource: the client asked for one that does not exist
+            // (-32602 to it, as for a URI of no server), not a failure of the server.
+            Ok(Err(ServiceError::McpError(error)))
+                if matches!(
+                    error.code,
+                    ErrorCode::INVALID_PARAMS | ErrorCode::RESOURCE_NOT_FOUND
+                ) =>
+            {
+                return Err(CatalogError::NotFound {
+                    uri: uri.to_owned(),
+                    why: format!(
+                        "is not a resource of server `{server}`: it answered reading \
+                         `{original}` with {} (JSON-RPC error {})",
+                        error.message, error.code.0
+                    ),
+                });
+            }
             Ok(Err(ServiceError::McpError(error))) => {
                 return Err(CatalogError::Failed {
                     server,
@@ -792,18 +912,14 @@ impl Hub {
             }
         };
         for contents in &mut result.contents {
-            let uri = match contents {
-                ResourceContents::TextResourceContents { uri, .. }
-                | ResourceContents::BlobResourceContents { uri, .. } => uri,
-                _ => continue,
-            };
-            *uri = namespaced_uri(&server, uri);
+            self.inner.uris.in_contents(&server, contents);
         }
         crate::redact::guard_result(&mut result);
         Ok(result)
     }
 
-    /// Gets a prompt (by the server's own name for it), bounded by the server's call timeout.
+    /// Gets a prompt (by the server's own name for it), bounded by the server's call timeout;
+    /// its messages' embedded resources carry the URIs clients read.
     pub async fn get_prompt(
         &self,
         server: &str,
@@ -853,7 +969,14 @@ impl Hub {
             why,
         };
         match tokio::time::timeout(within, getting).await {
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(rmcp::model::GetPromptResponse::Complete(mut result))) => {
+                // An embedded resource of a message is given with the URI clients read.
+                for message in &mut result.messages {
+                    self.inner.uris.in_content(server, &mut message.content);
+                }
+                Ok(result.into())
+            }
+            Ok(Ok(asked)) => Ok(asked),
             Ok(Err(ServiceError::McpError(error))) => Err(failed(format!(
                 "getting prompt `{name}` failed: {} (JSON-RPC error {})",
                 error.message, error.code.0
@@ -873,7 +996,8 @@ impl Hub {
     /// Only a URI the server lists, or one its templates expand to, is subscribed to (else
     /// -32602 saying so), and at most [`MAX_SUBSCRIPTIONS`] distinct ones are held downstream.
     pub async fn subscribe_resource(&self, uri: &str) -> Result<(), CatalogError> {
-        let (slot, original) = self.resource_slot(uri)?;
+        let (slot, original) = self.resource_slot(uri).await?;
+        let original: &str = &original;
         let server = slot.name.clone();
         let key = (server.clone(), original.to_owned());
         if !self.is_held(&key) {
@@ -937,7 +1061,8 @@ impl Hub {
 
     /// Ends one client subscription to a resource; the last one unsubscribes downstream.
     pub async fn unsubscribe_resource(&self, uri: &str) -> Result<(), CatalogError> {
-        let (slot, original) = self.resource_slot(uri)?;
+        let (slot, original) = self.resource_slot(uri).await?;
+        let original: &str = &original;
         let key = (slot.name.clone(), original.to_owned());
         if self.hold(&key, -1) != 0 {
             return Ok(());
@@ -1005,7 +1130,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use serde_json::Value;
-
+    
     use super::*;
 
     #[test]

@@ -85,10 +85,18 @@ impl ClientHandler for HubClient {
     /// Elicitation and sampling: what a server asks during a call is relayed to the client of
     /// the execution that made it (see [`crate::relay`]).
     fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder()
+        let mut capabilities = ClientCapabilities::builder()
             .enable_elicitation()
             .enable_sampling()
             .build();
+        // MCP Apps: what a server offers a UI-capable host reaches Runbyte's clients.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(
+                super::catalog::APPS_EXTENSION.to_owned(),
+                super::apps_capability(),
+            );
         // What `initialize` sends (in `auto` after a refused `server/discover`, and with
         // `protocol = "2025-11-25"`): the newest revision that has the handshake, never
         // 2026-07-28, which a server that echoes the version would make a stateless connection.

@@ -33,8 +33,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{
-    CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, cursor, namespaced_uri,
-    offset, split_uri,
+    APPS_EXTENSION, CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, Target,
+    UI_SCHEME, Uris, apps_capability, cursor, is_app_only, namespaced_uri, offset, split_uri,
 };
 use client::Change;
 pub use client::{Connection, Listed};
@@ -66,7 +66,7 @@ pub enum HubEvent {
     ResourcesChanged { server: String },
     /// The server's prompts changed, or it came up.
     PromptsChanged { server: String },
-    /// A resource someone subscribed to changed; `uri` is Runbyte's (see [`namespaced_uri`]).
+    /// A resource someone subscribed to changed; `uri` is the one clients read (see [`Uris`]).
     ResourceUpdated { uri: String },
 }
 
@@ -424,6 +424,8 @@ struct Inner {
     subscribed: Mutex<HashMap<(String, String), usize>>,
     /// Each server's resources, templates and prompts as last listed (see [`catalog::Lists`]).
     lists: catalog::Lists,
+    /// How the servers' resource URIs reach clients, and back (see [`Uris`]).
+    uris: Uris,
     /// Cancelled by [`Hub::shutdown`]: connections being opened give up and close.
     stopping: CancellationToken,
 }
@@ -493,6 +495,7 @@ impl Hub {
                 changes,
                 subscribed: Mutex::default(),
                 lists: catalog::Lists::default(),
+                uris: Uris::new(config),
                 stopping: CancellationToken::new(),
             }),
         };
@@ -515,7 +518,7 @@ impl Hub {
                         HubEvent::PromptsChanged { server }
                     }
                     Change::ResourceUpdated(server, uri) => HubEvent::ResourceUpdated {
-                        uri: namespaced_uri(&server, &uri),
+                        uri: hub.inner.uris.client_uri(&server, &uri),
                     },
                 };
                 let _ = hub.inner.events.send(event);

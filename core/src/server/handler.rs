@@ -472,20 +472,27 @@ impl ServerHandler for Session {
         // `listChanged`: the session forwards a downstream server's tool changes, so a client
         // knows to look at /servers again. Resources and prompts are the downstream servers',
         // gathered (see `crate::hub::catalog`), with their changes and resource subscriptions.
-        let mut info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .enable_resources()
-                .enable_resources_list_changed()
-                .enable_resources_subscribe()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_completions()
-                .enable_skills()
-                .build(),
-        );
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_completions()
+            .enable_skills()
+            .build();
+        // MCP Apps (SEP-1865): the servers' UI resources and their tools' `_meta` pass through.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(
+                crate::hub::APPS_EXTENSION.to_owned(),
+                crate::hub::apps_capability(),
+            );
+        let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("runbyte", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(INSTRUCTIONS.to_owned());
         info
@@ -503,12 +510,10 @@ impl ServerHandler for Session {
         accepted.tools_list_changed = wanted(requested.tools_list_changed);
         accepted.resources_list_changed = wanted(requested.resources_list_changed);
         accepted.prompts_list_changed = wanted(requested.prompts_list_changed);
-        let servers = self.gateway.hub().server_names();
+        let rule = self.gateway.hub().uris();
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
-                .filter(|uri| {
-                    crate::hub::split_uri(uri).is_some_and(|(server, _)| servers.contains(&server))
-                })
+                .filter(|uri| !rule.targets(uri).is_empty())
                 .cloned()
                 .collect()
         });
@@ -579,7 +584,7 @@ impl ServerHandler for Session {
         outcome
     }
 
-    /// The downstream servers' resources, with Runbyte's URIs (`runbyte://<server>/<uri>`), then
+    /// The downstream servers' resources, with the URIs clients read (see [`crate::hub::Uris`]), then
     /// the saved skills' files, in pages (see [`crate::hub::Gathered::page`]).
     async fn list_resources(
         &self,
@@ -821,8 +826,16 @@ impl ServerHandler for Session {
                 server
             }
             Reference::Resource(template) => {
-                let Some((server, original)) = crate::hub::split_uri(&template.uri)
-                    .map(|(server, original)| (server, original.to_owned()))
+                // The server the URI names, else the one server showing its URIs as they are
+                // (with several, which one's template it is cannot be told).
+                let targets = self.gateway.hub().uris().targets(&template.uri);
+                let target = match targets.as_slice() {
+                    [one] => Some(one),
+                    [named, ..] if named.named => Some(named),
+                    _ => None,
+                };
+                let Some((server, original)) =
+                    target.map(|target| (target.server.clone(), target.uri.clone().into_owned()))
                 else {
                     let why = format!(
                         "`{}` is not a resource template Runbyte lists (resources/templates/list \

@@ -130,6 +130,11 @@ pub async fn call(
     if request.name == "ask" {
         return ask::call(request, context).await;
     }
+    if state.settings.has(crate::cli::Mode::Apps)
+        && let Some(result) = crate::apps::call(&request.name, &context)
+    {
+        return Ok(result.into());
+    }
     let arguments = request.arguments.unwrap_or_default();
     run(state, &request.name, arguments, context)
         .await

@@ -86,6 +86,9 @@ pub fn fixed_tools(settings: &Settings) -> Vec<Tool> {
             no_arguments(),
         ));
     }
+    if settings.has(Mode::Apps) {
+        tools.extend(crate::apps::tools());
+    }
     if settings.has(Mode::Conformance) {
         tools.extend(crate::conformance::tools());
     }

@@ -160,6 +160,9 @@ pub enum Mode {
     /// each with a 2 KiB description and a name holding `*/`, an escape sequence and a bidi
     /// override (about 6 MB in all), and the template `test://item/{id}`.
     HugeResources,
+    /// An MCP Apps server (SEP-1865): a tool whose `_meta.ui.resourceUri` is a `ui://` resource
+    /// served as `text/html;profile=mcp-app` with `_meta.ui` csp (see `apps.rs`).
+    Apps,
     /// Add the fixture surface of the official conformance suite's server scenarios: its
     /// `test_*` tools, resources, template and prompts, completions, logging and list-changed
     /// notifications of each kind, for both 2025-11-25 and 2026-07-28 (see `conformance.rs`).

@@ -80,6 +80,7 @@
 //! | `huge-resources` | serves 3,000 resources `test://item/<n>` (pages of 500, 2 KiB descriptions, hostile names: about 6 MB) and the template `test://item/{id}`; takes `resources/subscribe` |
 //! | `storm` | adds `storm {count}` (sends `count` `notifications/tools/list_changed` at once, ≤ 100000) and `list_count` (how many `tools/list` requests arrived so far) |
 //! | `hang-on-relist` | answers the first `tools/list` of the process, never a later one |
+//! | `apps` | an MCP Apps server (SEP-1865): adds `show_dashboard` (`_meta.ui.resourceUri` `ui://dashboard/main.html`) and the app-only `refresh_dashboard`; serves that resource as `text/html;profile=mcp-app` with `_meta.ui` csp, `test://apps/readme.txt` and the template `ui://dashboard/{view}` (see `apps.rs`) |
 //! | `conformance` | adds the fixture surface of the official conformance suite's server scenarios, for 2025-11-25 and 2026-07-28: its `test_*` tools, `json_schema_2020_12_tool`, the resources `test://static-text`, `test://static-binary`, `test://watched-resource`, the template `test://template/{id}/data`, its prompts, `completion/complete`, `logging/setLevel`, resource subscriptions and list-changed notifications of tools, prompts and resources (listed in `conformance.rs`); the normal tools stay |
 //!
 //! Other flags: `--page-size K` pages `tools/list` (cursor = offset); `--list-delay-ms` delays
@@ -87,6 +88,7 @@
 //! otherwise); `--stateless` and `--json-response` (http); `--sse-absolute-endpoint` (sse);
 //! `--max-protocol-version V` narrows the versions `initialize` may negotiate.
 
+mod apps;
 mod calls;
 mod catalog;
 mod cli;

@@ -201,9 +201,10 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
+        let resources = [Mode::HugeResources, Mode::Apps];
         let capabilities = if conformance::serving(&self.state) {
             conformance::capabilities()
-        } else if self.state.settings.has(Mode::HugeResources) {
+        } else if resources.iter().any(|mode| self.state.settings.has(*mode)) {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -293,6 +294,9 @@ impl ServerHandler for TestServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        if self.state.settings.has(Mode::Apps) {
+            return Ok(crate::apps::resources());
+        }
         if conformance::serving(&self.state) {
             return Ok(conformance::resources::list(&self.state));
         }
@@ -322,6 +326,9 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        if self.state.settings.has(Mode::Apps) {
+            return Ok(crate::apps::templates());
+        }
         if conformance::serving(&self.state) {
             return Ok(conformance::resources::templates());
         }
@@ -358,6 +365,9 @@ impl ServerHandler for TestServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if self.state.settings.has(Mode::Apps) {
+            return crate::apps::read(&request).map(Into::into);
+        }
         if !conformance::serving(&self.state) {
             return Err(ErrorData::method_not_found::<ReadResourceRequestMethod>());
         }
