@@ -1035,6 +1035,9 @@ impl Hub {
                 }
                 (true, true) => {}
             }
+            if connection.is_stateless() {
+                return self.listen_to_resource(&connection, slot, &key).await;
+            }
             #[allow(deprecated)] // resources/subscribe is how legacy servers take it.
             let sent = connection
                 .service
@@ -1067,6 +1070,16 @@ impl Hub {
         if self.hold(&key, -1) != 0 {
             return Ok(());
         }
+        let listening = self
+            .inner
+            .listening
+            .lock()
+            .ok()
+            .and_then(|mut listening| listening.remove(&key));
+        if let Some(listening) = listening {
+            listening.cancel();
+            return Ok(());
+        }
         if let Some(connection) = slot.connection().filter(|c| c.is_alive()) {
             #[allow(deprecated)] // resources/unsubscribe is how legacy servers take it.
             let sent = connection
@@ -1081,6 +1094,71 @@ impl Hub {
     }
 
     /// Whether some client subscription holds `key` now.
+    /// Subscribes to resource `key` of a 2026-07-28 server, which takes subscriptions by
+    /// `subscriptions/listen` (it has no `resources/subscribe`): one listen per resource, whose
+    /// updates arrive as the legacy ones do, until it is unsubscribed or the connection ends.
+    async fn listen_to_resource(
+        &self,
+        connection: &Arc<super::Connection>,
+        slot: &super::Slot,
+        key: &(String, String),
+    ) -> Result<(), CatalogError> {
+        let (server, uri) = key.clone();
+        let filter = rmcp::model::SubscriptionFilter::builder()
+            .resource_subscription(uri.clone())
+            .build();
+        let listening = connection.service.peer().listen(filter);
+        let mut subscription = match tokio::time::timeout(slot.init_timeout(), listening).await {
+            Ok(Ok(subscription)) => subscription,
+            Ok(Err(error)) => {
+                return Err(CatalogError::Failed {
+                    server,
+                    why: format!("subscribing to `{uri}` (subscriptions/listen) failed: {error}"),
+                });
+            }
+            Err(_) => {
+                return Err(CatalogError::Failed {
+                    server,
+                    why: format!("did not acknowledge subscribing to `{uri}` in time"),
+                });
+            }
+        };
+        let stop = tokio_util::sync::CancellationToken::new();
+        if let Ok(mut listening) = self.inner.listening.lock() {
+            listening.insert(key.clone(), stop.clone());
+        }
+        let ended = connection.ended.clone();
+        let changes = self.inner.changes.clone();
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = ended.cancelled() => return,
+                    next = subscription.next() => next,
+                };
+                match next {
+                    Ok(Some(rmcp::model::ServerNotification::ResourceUpdatedNotification(
+                        updated,
+                    ))) => {
+                        let change = super::client::Change::ResourceUpdated(
+                            server.clone(),
+                            updated.params.uri,
+                        );
+                        if changes.send(change).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => {
+                        tracing::debug!(server, uri, "the resource's subscription ended");
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
     fn is_held(&self, key: &(String, String)) -> bool {
         self.inner
             .subscribed
@@ -1130,7 +1208,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use serde_json::Value;
-    
+
     use super::*;
 
     #[test]

@@ -204,7 +204,7 @@ pub struct Connection {
     pub(super) reason: CloseReason,
     pump: Pump,
     /// Cancelled by [`Connection::close`]: the connection's own tasks stop.
-    ended: CancellationToken,
+    pub(super) ended: CancellationToken,
     /// Its calls in flight, for the questions the server asks during them.
     pub(super) callers: Callers,
     /// The server's `tools` and `exclude-tools`.

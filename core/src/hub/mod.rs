@@ -422,6 +422,9 @@ struct Inner {
     /// Resources subscribed to downstream (`resources/subscribe`), by server and the server's
     /// own URI, with how many client subscriptions hold each.
     subscribed: Mutex<HashMap<(String, String), usize>>,
+    /// The resources subscribed to on 2026-07-28 servers, each by a `subscriptions/listen` of
+    /// its own, ended by cancelling its token (see `Hub::subscribe_resource`).
+    listening: Mutex<HashMap<(String, String), CancellationToken>>,
     /// Each server's resources, templates and prompts as last listed (see [`catalog::Lists`]).
     lists: catalog::Lists,
     /// How the servers' resource URIs reach clients, and back (see [`Uris`]).
@@ -494,6 +497,7 @@ impl Hub {
                 events,
                 changes,
                 subscribed: Mutex::default(),
+                listening: Mutex::default(),
                 lists: catalog::Lists::default(),
                 uris: Uris::new(config),
                 stopping: CancellationToken::new(),
