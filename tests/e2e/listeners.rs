@@ -6,14 +6,26 @@ use std::{
     time::Duration,
 };
 
-use runbyte_tests::{Served, TempDir, config_with, conformance_suite, python_client, runbyte};
+use runbyte_tests::{
+    Served, TempDir, config_of, config_with, conformance_suite, python_client, runbyte,
+    test_server_table,
+};
 use serde_json::Value;
 
-/// Runs the official conformance suite's server scenarios of one protocol revision against the
-/// http listener, with that revision's baseline of fixture-only scenarios; each of `required`
-/// must pass outright.
+/// Runs the official conformance suite's server scenarios of one protocol revision against
+/// Runbyte's http listener, with Runbyte in front of the test server's conformance fixtures
+/// (`--mode conformance`) shown as they are (`expose = "direct"`, `direct-prefix = ""`): what
+/// the suite checks of the fixtures' tools, resources, prompts, completions, logs, progress and
+/// questions must reach it through Runbyte intact, and what it checks of the server itself
+/// (handshake, sessions, headers, DNS rebinding, caching hints) is Runbyte's own. The baseline
+/// lists only extensions Runbyte does not offer; each of `required` must pass outright.
 fn conformance(revision: &str, required: &[&str]) {
-    let served = Served::start("conformance", "http", "");
+    let fixture = test_server_table(
+        "fixtures",
+        &["--mode", "conformance"],
+        "expose = \"direct\"\ndirect-prefix = \"\"",
+    );
+    let served = Served::with_config("conformance", "http", &config_of(&[fixture]));
     let results = TempDir::new("conformance-results");
     let url = served.url("/mcp");
     conformance_suite(
@@ -39,6 +51,18 @@ fn the_conformance_suite_passes_for_2025_11_25_sessions() {
             "dns-rebinding-protection",
             "server-sse-multiple-streams",
             "server-session-lifecycle",
+            "completion-complete",
+            "tools-call-simple-text",
+            "tools-call-audio",
+            "tools-call-embedded-resource",
+            "tools-call-with-logging",
+            "tools-call-with-progress",
+            "tools-call-sampling",
+            "tools-call-elicitation",
+            "elicitation-sep1330-enums",
+            "resources-templates-read",
+            "resources-subscribe",
+            "prompts-get-embedded-resource",
         ],
     );
 }
@@ -48,6 +72,7 @@ fn the_conformance_suite_passes_for_2026_07_28_stateless_requests() {
     conformance(
         "2026-07-28",
         &[
+            "server-stateless",
             "tools-list",
             "caching",
             "resources-list",
@@ -57,6 +82,14 @@ fn the_conformance_suite_passes_for_2026_07_28_stateless_requests() {
             "server-sse-multiple-streams",
             "input-required-result-unsupported-methods",
             "http-header-validation",
+            "completion-complete",
+            "tools-call-with-progress",
+            "resources-templates-read",
+            "input-required-result-multi-round",
+            "input-required-result-tampered-state",
+            "input-required-result-capability-check",
+            "input-required-result-non-tool-request",
+            "http-custom-header-server-validation",
         ],
     );
 }

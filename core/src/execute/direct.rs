@@ -94,6 +94,13 @@ impl Executor {
             {
                 Ok(CallToolResponse::InputRequired(asked))
             }
+            // A tool the server does not have is a protocol error, as the server would answer.
+            Some(error @ CallError::UnknownTool { .. }) => {
+                Err(DirectError::Server(ErrorData::invalid_params(
+                    crate::redact::redact(&error.to_string()).into_owned(),
+                    None,
+                )))
+            }
             // Not an authorization's refusal: those say how to log in, in Runbyte's words.
             Some(CallError::Protocol {
                 answer: Some(error),
