@@ -39,10 +39,7 @@ use super::{Connection, DEFAULT_CALL_TIMEOUT, Hub, HubEvent, Slot, Status};
 
 mod uris;
 
-pub use uris::{
-    APPS_EXTENSION, Target, UI_SCHEME, Uris, apps_capability, is_app_only, namespaced_uri,
-    split_uri,
-};
+pub use uris::{Target, UI_SCHEME, Uris, namespaced_uri, split_uri};
 
 /// The "tool" a program's `readResource` calls: the bridge routes it to `resources/read`. (A
 /// downstream tool of this name is not reachable from programs; MCP tool names hold no `/`.)
@@ -927,25 +924,13 @@ impl Hub {
         session: Option<&str>,
         through: Option<&super::PassThrough>,
     ) -> Result<rmcp::model::GetPromptResponse, CatalogError> {
-        let unavailable = |why: String| CatalogError::Unavailable {
-            server: server.to_owned(),
-            why,
-        };
-        let slot = self
-            .slot(server)
-            .map_err(|error| unavailable(error.to_string()))?;
-        let connection = self
-            .connection_for(slot, session)
-            .await
-            .map_err(|reason| unavailable(format!("is unavailable: {reason}")))?;
+        let (connection, within) = self.answering(server, session).await?;
         if !connection.offers_prompts() {
-            return Err(unavailable("offers no prompts".to_owned()));
+            return Err(CatalogError::Unavailable {
+                server: server.to_owned(),
+                why: "offers no prompts".to_owned(),
+            });
         }
-        let within = slot
-            .config
-            .call_timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or(DEFAULT_CALL_TIMEOUT);
         let name = params.name.clone();
         // A 2026-07-28 client in front of a 2026-07-28 server answers the server's questions
         // itself ([`super::PassThrough`]); a legacy server never sees them.
@@ -987,6 +972,32 @@ impl Hub {
                 within.as_millis()
             ))),
         }
+    }
+
+    /// The connection a request of `session` to `server` goes on (opened if need be), and how
+    /// long the server may take to answer it (its `call-timeout-ms`).
+    pub(super) async fn answering(
+        &self,
+        server: &str,
+        session: Option<&str>,
+    ) -> Result<(Arc<Connection>, Duration), CatalogError> {
+        let unavailable = |why: String| CatalogError::Unavailable {
+            server: server.to_owned(),
+            why,
+        };
+        let slot = self
+            .slot(server)
+            .map_err(|error| unavailable(error.to_string()))?;
+        let connection = self
+            .connection_for(slot, session)
+            .await
+            .map_err(|reason| unavailable(format!("is unavailable: {reason}")))?;
+        let within = slot
+            .config
+            .call_timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_CALL_TIMEOUT);
+        Ok((connection, within))
     }
 
     /// Subscribes a client to a resource by Runbyte's URI: the first subscription to a URI
@@ -1207,9 +1218,10 @@ impl Hub {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use serde_json::Value;
-
-    use super::*;
+    use super::{
+        uris::tests::{corpus, strings},
+        *,
+    };
 
     #[test]
     fn a_uri_is_namespaced_by_its_server_and_read_back() {
@@ -1246,23 +1258,6 @@ mod tests {
         ] {
             assert_eq!(split_uri(uri), None, "{uri}");
         }
-    }
-
-    fn corpus() -> Value {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/corpus/resources/names.json"
-        );
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
-
-    fn strings(value: &Value) -> Vec<String> {
-        value
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect()
     }
 
     #[test]

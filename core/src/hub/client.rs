@@ -94,8 +94,8 @@ impl ClientHandler for HubClient {
             .extensions
             .get_or_insert_with(Default::default)
             .insert(
-                super::catalog::APPS_EXTENSION.to_owned(),
-                super::apps_capability(),
+                super::apps::APPS_EXTENSION.to_owned(),
+                super::apps::apps_capability(),
             );
         // What `initialize` sends (in `auto` after a refused `server/discover`, and with
         // `protocol = "2025-11-25"`): the newest revision that has the handshake, never

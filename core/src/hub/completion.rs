@@ -2,14 +2,12 @@
 //! filled in: the client asks Runbyte with Runbyte's name for the prompt (or URI for the
 //! template), and the server answers with its own values.
 
-use std::time::Duration;
-
 use rmcp::{
     model::{CompleteRequestParams, CompleteResult},
     service::ServiceError,
 };
 
-use super::{CatalogError, DEFAULT_CALL_TIMEOUT, Hub};
+use super::{CatalogError, Hub};
 
 impl Hub {
     /// Asks `server` to complete an argument of one of its prompts or resource templates
@@ -22,17 +20,7 @@ impl Hub {
         params: CompleteRequestParams,
         session: Option<&str>,
     ) -> Result<CompleteResult, CatalogError> {
-        let unavailable = |why: String| CatalogError::Unavailable {
-            server: server.to_owned(),
-            why,
-        };
-        let slot = self
-            .slot(server)
-            .map_err(|error| unavailable(error.to_string()))?;
-        let connection = self
-            .connection_for(slot, session)
-            .await
-            .map_err(|reason| unavailable(format!("is unavailable: {reason}")))?;
+        let (connection, within) = self.answering(server, session).await?;
         let offers = connection
             .service
             .peer()
@@ -41,11 +29,6 @@ impl Hub {
         if !offers {
             return Ok(CompleteResult::default());
         }
-        let within = slot
-            .config
-            .call_timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or(DEFAULT_CALL_TIMEOUT);
         let failed = |why: String| CatalogError::Failed {
             server: server.to_owned(),
             why,

@@ -11,6 +11,7 @@
 //! that server alone, bounded by its init timeout, and a storm of them is coalesced: at most
 //! one re-list runs and one waits per server.
 
+mod apps;
 mod catalog;
 mod client;
 mod completion;
@@ -32,9 +33,10 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+pub use apps::{APPS_EXTENSION, apps_capability, is_app_only};
 pub use catalog::{
-    APPS_EXTENSION, CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, Target,
-    UI_SCHEME, Uris, apps_capability, cursor, is_app_only, namespaced_uri, offset, split_uri,
+    CatalogError, Gathered, Listing, MAX_SUBSCRIPTIONS, READ_RESOURCE, Target, UI_SCHEME, Uris,
+    cursor, namespaced_uri, offset, split_uri,
 };
 use client::Change;
 pub use client::{Connection, Listed};

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used)]
 
+use crate::hub::is_app_only;
 use serde_json::{Value, json};
 
 use super::*;
@@ -127,7 +128,8 @@ fn uris_of_no_configured_server_stand_for_none() {
     }
 }
 
-fn corpus() -> Value {
+/// The hostile server names and URIs of `tests/corpus/resources/names.json`.
+pub(in crate::hub) fn corpus() -> Value {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/corpus/resources/names.json"
@@ -135,7 +137,7 @@ fn corpus() -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn strings(value: &Value) -> Vec<String> {
+pub(in crate::hub) fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
         .unwrap()
