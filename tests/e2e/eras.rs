@@ -30,10 +30,15 @@ impl Served {
 
     /// With `extra` in the test server's table.
     fn start_with(extra: &str) -> Served {
+        Served::start_server(&[], extra)
+    }
+
+    /// With the test server started with `args`, and `extra` in its table.
+    fn start_server(args: &[&str], extra: &str) -> Served {
         let dir = TempDir::new("eras-stdio");
         dir.write(
             "runbyte.toml",
-            &config_of(&[test_server_table("t", &[], extra)]),
+            &config_of(&[test_server_table("t", args, extra)]),
         );
         let mut child = Command::new(runbyte())
             .args(["serve", "--config"])
@@ -290,4 +295,49 @@ fn a_direct_call_passes_its_servers_question_to_a_2026_07_28_client() {
         call(json!({"inputResponses": answer, "requestState": format!("{state}-x")})),
     );
     assert_eq!(tampered["error"]["code"], -32602, "{tampered}");
+}
+
+/// A prompt whose 2026-07-28 server asks before it answers (`input_required`), got by a
+/// 2025-11-25 session: Runbyte asks the client by request, as for a call, and retries.
+#[test]
+fn a_2025_11_25_session_answers_a_2026_07_28_prompts_question() {
+    let mut served = Served::start_server(
+        &["--mode", "conformance"],
+        "expose = \"direct\"\ndirect-prefix = \"\"",
+    );
+    let init = served.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+               "clientInfo": {"name": "eras-test", "version": "1"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    served.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in 100.. {
+        let listed = served.request(id, "prompts/list", json!({}));
+        if listed
+            .to_string()
+            .contains("test_input_required_result_prompt")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the prompt was never listed: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    served.send(json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
+        "params": {"name": "test_input_required_result_prompt"}}));
+    let question = served.wait_for("the server's question", |m| {
+        m["method"] == "elicitation/create"
+    });
+    served.send(json!({"jsonrpc": "2.0", "id": question["id"],
+        "result": {"action": "accept", "content": {"context": "the harbour"}}}));
+    let got = served.wait_for("the prompt", |m| m["id"] == 2);
+    assert!(
+        got.to_string().contains("Use this context: the harbour"),
+        "{got}"
+    );
 }

@@ -922,6 +922,7 @@ impl Hub {
         server: &str,
         mut params: GetPromptRequestParams,
         session: Option<&str>,
+        asker: Option<Arc<dyn crate::relay::Asker>>,
         through: Option<&super::PassThrough>,
     ) -> Result<rmcp::model::GetPromptResponse, CatalogError> {
         let (connection, within) = self.answering(server, session).await?;
@@ -933,21 +934,48 @@ impl Hub {
         }
         let name = params.name.clone();
         // A 2026-07-28 client in front of a 2026-07-28 server answers the server's questions
-        // itself ([`super::PassThrough`]); a legacy server never sees them.
-        let through = through.filter(|_| connection.is_stateless());
+        // itself ([`super::PassThrough`]); a legacy client is asked by `asker`, as for a call; a
+        // legacy server asks during the request, as for a call.
+        let stateless = connection.is_stateless();
+        let through = through.filter(|_| stateless);
         if let Some(through) = through {
             params.input_responses = through.answers.clone();
             params.request_state = through.state.clone();
         }
         let peer = connection.service.peer();
         let getting = async {
-            if through.is_some() {
-                peer.get_prompt_once(params).await
-            } else {
-                peer.get_prompt(params)
+            if !stateless {
+                let _in_flight = connection.callers.enter(asker.clone(), None);
+                return peer
+                    .get_prompt(params)
                     .await
                     .map(rmcp::model::GetPromptResponse::Complete)
+                    .map_err(|error| error.to_string());
             }
+            for _ in 0..super::MAX_INPUT_ROUNDS {
+                let answer =
+                    peer.get_prompt_once(params.clone())
+                        .await
+                        .map_err(|error| match error {
+                            ServiceError::McpError(error) => {
+                                format!("{} (JSON-RPC error {})", error.message, error.code.0)
+                            }
+                            error => error.to_string(),
+                        })?;
+                let asked = match answer {
+                    rmcp::model::GetPromptResponse::InputRequired(asked) if through.is_none() => {
+                        asked
+                    }
+                    answer => return Ok(answer),
+                };
+                params.input_responses =
+                    Some(super::answer_questions(asked.input_requests, asker.as_deref()).await?);
+                params.request_state = asked.request_state;
+            }
+            Err(format!(
+                "it kept asking for input past {} rounds",
+                super::MAX_INPUT_ROUNDS
+            ))
         };
         let failed = |why: String| CatalogError::Failed {
             server: server.to_owned(),
@@ -962,10 +990,6 @@ impl Hub {
                 Ok(result.into())
             }
             Ok(Ok(asked)) => Ok(asked),
-            Ok(Err(ServiceError::McpError(error))) => Err(failed(format!(
-                "getting prompt `{name}` failed: {} (JSON-RPC error {})",
-                error.message, error.code.0
-            ))),
             Ok(Err(error)) => Err(failed(format!("getting prompt `{name}` failed: {error}"))),
             Err(_) => Err(failed(format!(
                 "did not answer getting prompt `{name}` within {} ms",

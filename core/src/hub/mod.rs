@@ -307,7 +307,7 @@ pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// The most `input_required` rounds one call to a 2026-07-28 server may take.
-const MAX_INPUT_ROUNDS: usize = 10;
+pub(super) const MAX_INPUT_ROUNDS: usize = 10;
 
 /// A connection, opened once for everyone who asks while it is being opened. Opening runs
 /// outside every lock: the slot's state stays readable while a server takes its time.
@@ -1355,24 +1355,10 @@ async fn send_call(
             CallToolResponse::InputRequired(asked) => asked,
             _ => return Err(ServiceError::UnexpectedResponse),
         };
-        let mut answers = std::collections::BTreeMap::new();
-        for (key, question) in asked.input_requests.unwrap_or_default() {
-            let method = crate::relay::method_of(&question);
-            let Some(asker) = asker else {
-                return Ok(Sent::Unanswered(format!(
-                    "`{method}` cannot be relayed: this execution has no client to ask"
-                )));
-            };
-            match asker
-                .ask_again_able(question, crate::relay::Origin::InputRequired)
-                .await
-            {
-                Ok(answer) => {
-                    answers.insert(key, answer);
-                }
-                Err(why) => return Ok(Sent::Unanswered(why)),
-            }
-        }
+        let answers = match answer_questions(asked.input_requests, asker).await {
+            Ok(answers) => answers,
+            Err(why) => return Ok(Sent::Unanswered(why)),
+        };
         params.input_responses = (!answers.is_empty()).then_some(answers);
         params.request_state = asked.request_state;
     }
@@ -1380,6 +1366,32 @@ async fn send_call(
         "it kept asking for input past {MAX_INPUT_ROUNDS} rounds"
     )))
 }
+
+/// Answers a 2026-07-28 server's `inputRequests` by `asker`, each question in turn; `Err` says
+/// why one could not be (no one to ask, a refusal).
+pub(super) async fn answer_questions(
+    questions: Option<rmcp::model::InputRequests>,
+    asker: Option<&dyn Asker>,
+) -> Result<rmcp::model::InputResponses, String> {
+    let mut answers = rmcp::model::InputResponses::new();
+    for (key, question) in questions.unwrap_or_default() {
+        let method = crate::relay::method_of(&question);
+        let Some(asker) = asker else {
+            return Err(format!(
+                "`{method}` cannot be relayed: this execution has no client to ask"
+            ));
+        };
+        let answer = asker
+            .ask_again_able(question, crate::relay::Origin::InputRequired)
+            .await?;
+        answers.insert(key, answer);
+    }
+    Ok(answers)
+}
+
+/// How long the answer to a call whose server reported progress waits for the progress sent
+/// just before it.
+const PROGRESS_SETTLE: Duration = Duration::from_millis(20);
 
 /// One `tools/call` request, as rmcp's `call_tool_once` sends it, but with the progress token
 /// rmcp gives the request recorded on the call's [`Caller`] before the request goes: the
@@ -1407,10 +1419,15 @@ async fn call_once(
     let answer = handle.await_response().await;
     abandoned.disarm();
     // rmcp hands each notification to a task of its own: progress the server sent before its
-    // answer may not have been passed on yet. Those tasks run first, before the answer goes.
+    // answer may not have been passed on yet. Those tasks run first, before the answer goes; a
+    // server that reports progress is given a moment more (its call is a long one), so that
+    // its last report is not overtaken by its answer on a loaded machine.
     if caller.has_notices() {
         for _ in 0..4 {
             tokio::task::yield_now().await;
+        }
+        if caller.progressed() {
+            tokio::time::sleep(PROGRESS_SETTLE).await;
         }
     }
     match answer? {

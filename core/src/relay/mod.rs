@@ -449,6 +449,8 @@ pub struct Caller {
     asker: Option<Arc<dyn Asker>>,
     notices: Option<Arc<dyn Notices>>,
     token: Mutex<Option<rmcp::model::ProgressToken>>,
+    /// Whether its server has sent progress on it.
+    progressed: std::sync::atomic::AtomicBool,
     refused: Mutex<Option<String>>,
 }
 
@@ -465,6 +467,12 @@ impl Caller {
     /// Whether what the server says during the call goes somewhere besides Runbyte's log.
     pub fn has_notices(&self) -> bool {
         self.notices.is_some()
+    }
+
+    /// Whether its server has sent progress on it (so may have sent more just before its
+    /// answer).
+    pub fn progressed(&self) -> bool {
+        self.progressed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn holds(&self, token: &rmcp::model::ProgressToken) -> bool {
@@ -519,6 +527,7 @@ impl Callers {
             asker,
             notices,
             token: Mutex::new(None),
+            progressed: std::sync::atomic::AtomicBool::new(false),
             refused: Mutex::new(None),
         });
         if let Ok(mut calls) = self.calls.lock() {
@@ -541,10 +550,10 @@ impl Callers {
         message: Option<String>,
     ) {
         let in_flight = self.calls.lock().ok().and_then(|calls| {
-            calls
-                .iter()
-                .find(|call| call.holds(token))
-                .and_then(|call| call.notices.clone())
+            let call = calls.iter().find(|call| call.holds(token))?;
+            call.progressed
+                .store(true, std::sync::atomic::Ordering::Release);
+            call.notices.clone()
         });
         let notices = in_flight.or_else(|| {
             let ended = self.ended.lock().ok()?;

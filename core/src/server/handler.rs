@@ -780,8 +780,10 @@ impl ServerHandler for Session {
         };
         request.name = prompt;
         request.meta = None;
-        // A 2026-07-28 client answers the server's questions itself, by retrying.
-        let through = context.peer.peer_info().is_none().then(|| {
+        // A 2026-07-28 client answers the server's questions itself, by retrying; a legacy
+        // client is asked.
+        let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
+        let through = asker.is_none().then(|| {
             crate::hub::PassThrough::new(
                 request.input_responses.take(),
                 request.request_state.take(),
@@ -791,7 +793,13 @@ impl ServerHandler for Session {
         match self
             .gateway
             .hub()
-            .get_prompt(&server, request, Some(&self.session), through.as_ref())
+            .get_prompt(
+                &server,
+                request,
+                Some(&self.session),
+                asker,
+                through.as_ref(),
+            )
             .await
         {
             Ok(GetPromptResponse::Complete(mut result)) => {
