@@ -271,13 +271,19 @@ async fn names_that_collide_or_pass_for_others_are_left_out() {
         error && refused.contains("is not an MCP tool name"),
         "{refused}"
     );
-    let (refused, error) = runbyte_tests::call(
-        &client,
-        "execute_delete\u{200b}_thing",
-        serde_json::json!({}),
-    )
-    .await;
-    assert!(error && refused.contains("exclude-tools"), "{refused}");
+    // A hidden tool is one its server does not have, for a client: -32602, saying why.
+    let refused = client
+        .peer()
+        .call_tool(rmcp::model::CallToolRequestParams::new(
+            "execute_delete\u{200b}_thing",
+        ))
+        .await
+        .unwrap_err();
+    let refused = refused.to_string();
+    assert!(
+        refused.contains("-32602") && refused.contains("exclude-tools"),
+        "{refused}"
+    );
     let (ran, error) = runbyte_tests::call(&client, "execute_fine", serde_json::json!({})).await;
     assert!(!error && ran == "fine ran", "{ran}");
 

@@ -209,12 +209,16 @@ impl Gate {
         let spec = if reads_resource {
             None
         } else {
-            Some(
-                self.hub
-                    .tool(&server, &tool)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            )
+            match self.hub.tool(&server, &tool).await {
+                Ok(spec) => Some(spec),
+                Err(error) => {
+                    let why = error.to_string();
+                    if keep_result {
+                        *watched.failure = Some(error);
+                    }
+                    return Err(why);
+                }
+            }
         };
         // A program is the model's: an MCP App's own tool is not for it (a direct call is the
         // host's, whose app may call it).
