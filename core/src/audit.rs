@@ -136,6 +136,18 @@ impl AuditLog {
         }));
     }
 
+    /// A tool definition's pin (see [`crate::pins`]): `held`, `warned` (served changed),
+    /// `approved` or `reset`, and what changed.
+    pub fn pin(&self, server: &str, tool: &str, action: &str, change: &str) {
+        self.write(json!({
+            "event": "pin",
+            "server": server,
+            "tool": tool,
+            "action": action,
+            "change": change,
+        }));
+    }
+
     /// One execution, with its tokens when they were counted.
     pub fn execution(
         &self,

@@ -201,6 +201,11 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Tool definition pins: list them, show a held change, approve it, or forget a server's.
+    Pins {
+        #[command(subcommand)]
+        action: PinsAction,
+    },
     /// List the saved skills (name, signature, description), or delete one.
     Skills {
         /// `delete NAME` deletes a skill.
@@ -224,6 +229,28 @@ pub enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
+}
+
+/// What `runbyte pins` does. It reads and writes the pins in the state folder, where a
+/// gateway keeps the definitions it holds: no server is connected to.
+#[derive(Subcommand, Debug)]
+pub enum PinsAction {
+    /// Each server's pinned tools, and those held: changed or new.
+    List,
+    /// What changed in a held tool (every held tool of the server without TOOL).
+    Diff {
+        server: String,
+        tool: Option<String>,
+    },
+    /// Pin a held tool's current definition (or every held tool's, with --all).
+    Approve {
+        server: String,
+        tool: Option<String>,
+        #[arg(long, conflicts_with = "tool")]
+        all: bool,
+    },
+    /// Forget a server's pins: its next listing is pinned anew, as a first one.
+    Reset { server: String },
 }
 
 /// What `runbyte skills` does besides listing.
@@ -300,6 +327,12 @@ pub fn main() -> ExitCode {
     if let Command::Skills { action } = &command {
         return skills(&config, action.as_ref());
     }
+    if let Command::Pins { action } = &command {
+        return match crate::pins::cli::main(&config, action) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => fail(&error),
+        };
+    }
     // One client over stdio: its work hops between fewer threads on one async thread (each hop
     // to a thread asleep on another CPU is a wake-up a direct call does not pay). A listener
     // that serves many clients gets one per CPU.
@@ -374,6 +407,7 @@ pub fn main() -> ExitCode {
             }
             Command::DemoServer
             | Command::Skills { .. }
+            | Command::Pins { .. }
             | Command::Completions { .. }
             | Command::Import { .. }
             | Command::Setup { .. }
@@ -743,6 +777,9 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
         }
         for (tool, why) in view.hidden.iter() {
             say!("  {:<28} (hidden: {})", line(tool), line(why));
+        }
+        for held in view.held.iter() {
+            say!("  {:<28} (held: {})", line(&held.tool), line(&held.message));
         }
     }
     // Direct names no tool got (Runbyte's own, shared, not an MCP tool name): said once.

@@ -146,7 +146,7 @@ impl Gateway {
     ) -> Arc<Self> {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search));
-        let hub = Hub::with_accounts(&config, transports.clone(), accounts);
+        let hub = Hub::with_accounts(&config, transports.clone(), accounts, audit.clone());
         if let Some(metrics) = telemetry.metrics() {
             metrics.only_listed(hub.tool_lister());
         }

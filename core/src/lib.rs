@@ -27,6 +27,7 @@ pub mod infer;
 mod logging;
 pub mod os_paths;
 mod own_tools;
+pub mod pins;
 mod platform;
 pub mod plugin;
 mod policy;

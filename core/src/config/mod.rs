@@ -389,6 +389,12 @@ pub struct ServerConfig {
     /// Whether its untyped tools' result types are inferred from their calls (default:
     /// `[server] infer-results`).
     pub infer_results: Option<bool>,
+    /// What a tool whose definition changed since it was pinned does: `hold` (the default),
+    /// `warn` or `off` (see [`crate::pins`]).
+    pub pin: Option<PinMode>,
+    /// Whether a tool that appears after the server's first listing is `hold` (the default)
+    /// or `allow`ed (pinned at once). The first listing is always allowed.
+    pub new_tools: Option<NewTools>,
     /// How Runbyte gets its credentials (`http`/`sse` servers): `oauth` (`runbyte login`),
     /// `client-credentials` (a machine client's id and secret), or `none`. When absent,
     /// credentials stored by `runbyte login` are used, and a 401 that names protected-resource
@@ -408,6 +414,29 @@ pub struct ServerConfig {
     /// secret, a code or a token goes to no other, whatever the server's metadata names. When
     /// absent, the one of the first login (or client-credentials grant) is kept and held to.
     pub authorization_server: Option<String>,
+}
+
+/// `[servers.<name>] pin`: what a changed tool definition does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PinMode {
+    /// Held (left out, calls refused) until `runbyte pins approve`.
+    #[default]
+    Hold,
+    /// Served, with a WARN and an audit line, and pinned.
+    Warn,
+    /// Nothing is pinned.
+    Off,
+}
+
+/// `[servers.<name>] new-tools`: what a tool new since the first listing does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NewTools {
+    /// Held until approved.
+    Hold,
+    /// Pinned and served at once.
+    Allow,
 }
 
 /// `[servers.<name>] auth`: how Runbyte gets a server's credentials.

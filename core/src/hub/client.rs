@@ -48,6 +48,8 @@ pub struct Listed {
     pub warnings: Arc<Vec<String>>,
     /// The tools the server's `tools` / `exclude-tools` hide, each with the reason.
     pub hidden: Arc<Vec<(String, String)>>,
+    /// The tools held by their pins (see [`crate::pins`]), each with why.
+    pub held: Arc<Vec<crate::pins::Held>>,
 }
 
 /// The client side of one downstream connection: it passes `list_changed` on to the hub and
@@ -209,6 +211,8 @@ pub struct Connection {
     pub(super) callers: Callers,
     /// The server's `tools` and `exclude-tools`.
     filter: super::filter::ToolFilter,
+    /// The tool pins each listing is judged by.
+    pins: Option<Arc<crate::pins::Pins>>,
     /// The OAuth access token it was opened with, if any (a new token needs a new connection).
     pub(super) bearer: Option<String>,
 }
@@ -345,10 +349,15 @@ impl Connection {
             }
             None => true,
         });
+        let (tools, held) = match &self.pins {
+            Some(pins) => pins.judge(&self.service.service().server, tools),
+            None => (tools, Vec::new()),
+        };
         let listed = Listed {
             tools: Arc::new(tools),
             warnings: Arc::new(warnings),
             hidden: Arc::new(hidden),
+            held: Arc::new(held),
         };
         if let Ok(mut slot) = self.listed.write() {
             *slot = listed.clone();
@@ -387,6 +396,10 @@ fn target(name: &str, config: &ServerConfig, fallback: bool) -> serde_json::Valu
 /// Opens a connection: the transport's pump, the MCP handshake (or `server/discover`), the first
 /// `tools/list`, and for a 2026-07-28 server that announces tool-list changes a
 /// `subscriptions/listen` that passes them on.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "each is one of the Hub's parts a connection needs"
+)]
 pub(super) async fn connect(
     name: &str,
     config: &ServerConfig,
@@ -395,10 +408,12 @@ pub(super) async fn connect(
     init_timeout: Duration,
     changes: mpsc::UnboundedSender<Change>,
     stop: &CancellationToken,
+    pins: Option<&Arc<crate::pins::Pins>>,
 ) -> Result<Connection, String> {
     let opening = Opening {
         name,
         config,
+        pins,
         fallback,
         init_timeout,
         changes: &changes,
@@ -453,6 +468,7 @@ fn worth_handshake(error: &ClientInitializeError) -> bool {
 struct Opening<'a> {
     name: &'a str,
     config: &'a ServerConfig,
+    pins: Option<&'a Arc<crate::pins::Pins>>,
     fallback: bool,
     init_timeout: Duration,
     changes: &'a mpsc::UnboundedSender<Change>,
@@ -557,6 +573,7 @@ impl Opening<'_> {
             ended: CancellationToken::new(),
             callers,
             filter: super::filter::ToolFilter::new(self.config),
+            pins: self.pins.cloned(),
             bearer: None,
         };
         let listed = tokio::select! {

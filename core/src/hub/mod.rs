@@ -57,6 +57,8 @@ const MAX_RETRY: Duration = Duration::from_secs(60);
 /// How long a re-list waits after `list_changed` before it starts, so that a burst of
 /// notifications costs one re-list.
 const RELIST_SETTLE: Duration = Duration::from_millis(25);
+/// How often the pins files of servers with held tools are looked at for an approval.
+const PIN_POLL: Duration = Duration::from_millis(500);
 
 /// Something that happened to a downstream server, for subscribers (the codegen driver, upstream
 /// sessions).
@@ -163,6 +165,13 @@ pub enum CallError {
         tool: String,
         hint: String,
     },
+    /// Held by its pin: its definition changed (or it is new) since it was pinned.
+    #[error("{message}")]
+    Held {
+        server: String,
+        tool: String,
+        message: String,
+    },
     #[error("{server}/{tool}: {message}")]
     InvalidArguments {
         server: String,
@@ -239,6 +248,7 @@ impl CallError {
             } => *message = guard.redact(message).into_owned(),
             CallError::UnknownServer { .. }
             | CallError::UnknownTool { .. }
+            | CallError::Held { .. }
             | CallError::Asked { .. }
             | CallError::Timeout { .. } => {}
         }
@@ -400,6 +410,7 @@ impl Slot {
             tools: listed.tools,
             warnings: listed.warnings,
             hidden: listed.hidden,
+            held: listed.held,
         }
     }
 
@@ -433,6 +444,8 @@ struct Inner {
     uris: Uris,
     /// Cancelled by [`Hub::shutdown`]: connections being opened give up and close.
     stopping: CancellationToken,
+    /// The servers' tool pins (see [`crate::pins`]).
+    pins: Arc<crate::pins::Pins>,
 }
 
 /// The Hub. Cheap to clone.
@@ -456,17 +469,25 @@ pub struct ServerView {
     pub warnings: Arc<Vec<String>>,
     /// The tools its `tools` / `exclude-tools` hide, with the reason.
     pub hidden: Arc<Vec<(String, String)>>,
+    /// The tools held by their pins, with why.
+    pub held: Arc<Vec<crate::pins::Held>>,
 }
 
 impl Hub {
     /// A Hub for the configuration's enabled servers. Nothing connects until [`Hub::start`].
     /// Must be called inside the tokio runtime.
     pub fn new(config: &Config, transports: Arc<Transports>) -> Self {
-        Self::with_accounts(config, transports, Accounts::new(config))
+        Self::with_accounts(config, transports, Accounts::new(config), None)
     }
 
-    /// [`Hub::new`] with the servers' OAuth accounts given.
-    pub fn with_accounts(config: &Config, transports: Arc<Transports>, accounts: Accounts) -> Self {
+    /// [`Hub::new`] with the servers' OAuth accounts given, and the audit log held tool
+    /// definitions are told to.
+    pub fn with_accounts(
+        config: &Config,
+        transports: Arc<Transports>,
+        accounts: Accounts,
+        audit: Option<crate::audit::AuditLog>,
+    ) -> Self {
         let servers = config
             .enabled_servers()
             .map(|(name, server)| {
@@ -503,8 +524,14 @@ impl Hub {
                 lists: catalog::Lists::default(),
                 uris: Uris::new(config),
                 stopping: CancellationToken::new(),
+                pins: Arc::new(crate::pins::Pins::new(
+                    config,
+                    crate::pins::default_dir().as_deref(),
+                    audit,
+                )),
             }),
         };
+        hub.watch_pins();
         let weak = Arc::downgrade(&hub.inner);
         tokio::spawn(async move {
             while let Some(change) = changed.recv().await {
@@ -758,6 +785,7 @@ impl Hub {
             slot.init_timeout(),
             self.inner.changes.clone(),
             &self.inner.stopping,
+            Some(&self.inner.pins),
         )
         .await?;
         connection.bearer = bearer;
@@ -905,6 +933,29 @@ impl Hub {
         }
     }
 
+    /// Lists again the tools of each server that has tools held by their pins once its pins
+    /// file changed (`runbyte pins approve` or `reset`), so that a running gateway serves what
+    /// was approved: one file status per such server per [`PIN_POLL`].
+    fn watch_pins(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PIN_POLL).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let hub = Hub { inner };
+                if hub.inner.stopping.is_cancelled() {
+                    return;
+                }
+                for slot in hub.inner.servers.values() {
+                    let held = slot.with(|state| !state.listed.held.is_empty());
+                    if held && hub.inner.pins.changed_on_disk(&slot.name) {
+                        hub.relist(slot).await;
+                    }
+                }
+            }
+        });
+    }
+
     /// The connection a call from `session` uses: the shared one, or for `share = "session"`
     /// servers the session's own.
     async fn connection_for(
@@ -985,10 +1036,24 @@ impl Hub {
                     server: server.to_owned(),
                     reason,
                 })?;
-        let listed = connection.listed();
+        let mut listed = connection.listed();
+        if listed.held.iter().any(|held| held.tool == tool)
+            && self.inner.pins.changed_on_disk(server)
+        {
+            // Approved (or reset) since: judged again before it is refused.
+            self.relist(slot).await;
+            listed = connection.listed();
+        }
         let tools = listed.tools;
         if let Some(found) = tools.iter().find(|t| t.name == tool) {
             return Ok(found.clone());
+        }
+        if let Some(held) = listed.held.iter().find(|held| held.tool == tool) {
+            return Err(CallError::Held {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                message: held.message.clone(),
+            });
         }
         if let Some((_, why)) = listed.hidden.iter().find(|(name, _)| name == tool) {
             return Err(CallError::UnknownTool {

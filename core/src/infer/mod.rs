@@ -260,7 +260,7 @@ impl Learned {
 
 /// The state folder's file for `server`: its name made path-safe, plus a hash of the real name
 /// so that two names that clean up alike do not share a file.
-fn file_name(server: &str) -> String {
+pub(crate) fn file_name(server: &str) -> String {
     let clean: String = server
         .chars()
         .take(64)
@@ -286,7 +286,7 @@ fn fingerprint(tool: &Tool) -> String {
     hex(context.finish().as_ref())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -1,0 +1,169 @@
+//! `runbyte pins`: what is pinned and held, read from the state folder, where a gateway writes
+//! the definitions it holds beside the pins (so nothing connects to a server, and a server that
+//! is down can still be reviewed). An approval rewrites the pins file, which a running gateway
+//! notices (see [`super`]).
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use super::{Pin, changes, diff, files, load, save};
+use crate::{audit::AuditLog, cli::PinsAction, config::Config};
+
+/// Prints what a server's definition may hold (escapes included) harmlessly.
+fn say(text: &str) {
+    println!("{}", crate::text::terminal(text, true));
+}
+
+/// Runs `runbyte pins ACTION`.
+pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
+    let dir = super::default_dir()
+        .ok_or("no state folder: set XDG_STATE_HOME or HOME, where the pins are kept")?;
+    match action {
+        PinsAction::List => {
+            for (server, _) in config.enabled_servers() {
+                let (pinned, pending) = read(&dir, server)?;
+                let mode = config.servers[server].pin.unwrap_or_default();
+                say(&format!(
+                    "{server} (pin = \"{}\")",
+                    format!("{mode:?}").to_lowercase()
+                ));
+                if pinned.is_empty() && pending.is_empty() {
+                    say("  nothing pinned yet");
+                }
+                for name in pinned
+                    .keys()
+                    .chain(pending.keys().filter(|name| !pinned.contains_key(*name)))
+                {
+                    let state = match (pinned.get(name), pending.get(name)) {
+                        (Some(old), Some(new)) => format!(
+                            "changed: {}",
+                            changes(&old.definition, &new.definition).join(", ")
+                        ),
+                        (None, Some(_)) => "new".to_owned(),
+                        _ => "pinned".to_owned(),
+                    };
+                    say(&format!("  {name:<28} {state}"));
+                }
+            }
+            Ok(())
+        }
+        PinsAction::Diff { server, tool } => {
+            known(config, server)?;
+            let (pinned, pending) = read(&dir, server)?;
+            let names = chosen(server, &pending, tool.as_deref(), true)?;
+            for name in names {
+                let new = &pending[&name];
+                match pinned.get(&name) {
+                    Some(old) => {
+                        say(&format!("{server}/{name}: pinned → current"));
+                        say(diff(&old.definition, &new.definition).trim_end());
+                    }
+                    None => {
+                        say(&format!(
+                            "{server}/{name}: new, not pinned; its definition:"
+                        ));
+                        say(&serde_json::to_string_pretty(&new.definition).unwrap_or_default());
+                    }
+                }
+            }
+            Ok(())
+        }
+        PinsAction::Approve { server, tool, all } => {
+            known(config, server)?;
+            let (mut pinned, mut pending) = read(&dir, server)?;
+            let names = chosen(server, &pending, tool.as_deref(), *all)?;
+            let audit = AuditLog::from_config(config)?;
+            for name in &names {
+                if let Some(pin) = pending.remove(name) {
+                    let change = match pinned.get(name) {
+                        Some(old) => changes(&old.definition, &pin.definition).join(", "),
+                        None => "new".to_owned(),
+                    };
+                    if let Some(audit) = &audit {
+                        audit.pin(server, name, "approved", &change);
+                    }
+                    pinned.insert(name.clone(), pin);
+                }
+            }
+            let (pins_file, pending_file) = files(&dir, server);
+            save(server, &pins_file, &pinned).map_err(|e| write_error(&pins_file, e))?;
+            let written = if pending.is_empty() {
+                std::fs::remove_file(&pending_file).or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })
+            } else {
+                save(server, &pending_file, &pending)
+            };
+            written.map_err(|e| write_error(&pending_file, e))?;
+            say(&format!("approved {}: {}", server, names.join(", ")));
+            Ok(())
+        }
+        PinsAction::Reset { server } => {
+            known(config, server)?;
+            for file in <[PathBuf; 2]>::from(files(&dir, server)) {
+                match std::fs::remove_file(&file) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(write_error(&file, e));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(audit) = AuditLog::from_config(config)? {
+                audit.pin(server, "*", "reset", "");
+            }
+            say(&format!(
+                "forgot the pins of {server}: its next listing is pinned anew"
+            ));
+            Ok(())
+        }
+    }
+}
+
+type Tools = BTreeMap<String, Pin>;
+
+fn known(config: &Config, server: &str) -> Result<(), String> {
+    if config.servers.contains_key(server) {
+        return Ok(());
+    }
+    let names: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+    Err(format!(
+        "unknown server `{server}`; the servers are: {}",
+        names.join(", ")
+    ))
+}
+
+/// A server's pins and held definitions.
+fn read(dir: &std::path::Path, server: &str) -> Result<(Tools, Tools), String> {
+    let (pins_file, pending_file) = files(dir, server);
+    let read = |file: &std::path::Path| {
+        load(server, file)
+            .map(|loaded| loaded.map(|file| file.tools).unwrap_or_default())
+            .map_err(|why| format!("cannot read {}: {why}", file.display()))
+    };
+    Ok((read(&pins_file)?, read(&pending_file)?))
+}
+
+/// The held tools an action is about: `tool`, or all of them when `all`.
+fn chosen(
+    server: &str,
+    pending: &Tools,
+    tool: Option<&str>,
+    all: bool,
+) -> Result<Vec<String>, String> {
+    match tool {
+        Some(tool) if pending.contains_key(tool) => Ok(vec![tool.to_owned()]),
+        Some(tool) => Err(format!(
+            "`{server}/{tool}` is not held (nothing to review; `runbyte pins list` shows what is)"
+        )),
+        None if all && !pending.is_empty() => Ok(pending.keys().cloned().collect()),
+        None if all => Err(format!("no tool of `{server}` is held")),
+        None => Err("name the tool to approve, or pass --all".to_owned()),
+    }
+}
+
+fn write_error(file: &std::path::Path, error: std::io::Error) -> String {
+    format!("cannot write {}: {error}", file.display())
+}
