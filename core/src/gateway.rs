@@ -146,7 +146,15 @@ impl Gateway {
     ) -> Arc<Self> {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search));
-        let hub = Hub::with_accounts(&config, transports.clone(), accounts, audit.clone());
+        // Only a serving gateway (it has a dialect) writes pins; `runbyte tools`, `call`, `probe`
+        // and `doctor` judge by those on disk and keep what they see in memory.
+        let pins = crate::pins::Pins::new(
+            &config,
+            crate::pins::default_dir().as_deref(),
+            audit.clone(),
+            dialect.is_some(),
+        );
+        let hub = Hub::with_accounts(&config, transports.clone(), accounts, pins);
         if let Some(metrics) = telemetry.metrics() {
             metrics.only_listed(hub.tool_lister());
         }

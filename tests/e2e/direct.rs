@@ -86,7 +86,7 @@ async fn directly_exposed_tools_are_listed_called_and_judged() {
 #[tokio::test]
 async fn a_direct_servers_new_tools_are_listed() {
     let dir = TempDir::new("direct-change");
-    let table = test_server_table("t", &[], "expose = \"direct\"");
+    let table = test_server_table("t", &[], "expose = \"direct\"\nnew-tools = \"allow\"");
     dir.write("runbyte.toml", &config_with(&table));
     let client = client(&dir).await;
     let listed = |names: &[String], name: &str| names.iter().any(|n| n == name);

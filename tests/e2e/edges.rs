@@ -173,7 +173,7 @@ async fn a_storm_of_list_changed_from_a_stalled_server_leaves_the_others_prompt(
     let dir = TempDir::new("edges-storm-stalled");
     let tables = [
         test_server_table("stormy", &["--mode", "storm,hang-on-relist"], ""),
-        test_server_table("calm", &[], ""),
+        test_server_table("calm", &[], "new-tools = \"allow\""),
     ];
     dir.write("runbyte.toml", &config_of(&tables));
     let client = client(&dir).await;

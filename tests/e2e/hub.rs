@@ -272,7 +272,7 @@ async fn list_changed_relists_and_tells_subscribers() {
             &[test_server_table(
                 "t",
                 &[],
-                &format!("protocol = \"{protocol}\""),
+                &format!("protocol = \"{protocol}\"\nnew-tools = \"allow\""),
             )],
         )
         .await;

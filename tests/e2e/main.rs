@@ -22,6 +22,7 @@ mod oauth;
 mod old_plugins;
 mod ordinary;
 mod package;
+mod pins;
 mod plugins;
 mod relay;
 mod replicas;

@@ -14,11 +14,16 @@ use serde_json::{Value, json};
 const ASK: &str = "import { ask } from './servers/t';\n\
                    export default await ask({ message: 'favourite colour?' });";
 
-/// A configuration with the demo server and the test server `t` spoken to in `protocol`.
+/// A configuration with the demo server and the test server `t` spoken to in `protocol` (its
+/// tools may grow: `change_tools`).
 fn config_text(protocol: &str, extra: &str) -> String {
     config_with(&format!(
         "{}{extra}",
-        test_server_table("t", &[], &format!("protocol = \"{protocol}\""))
+        test_server_table(
+            "t",
+            &[],
+            &format!("protocol = \"{protocol}\"\nnew-tools = \"allow\"")
+        )
     ))
 }
 

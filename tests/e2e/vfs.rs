@@ -121,7 +121,7 @@ async fn a_servers_list_changed_regenerates_its_folder() {
     let dir = TempDir::new("vfs-changed");
     dir.write(
         "runbyte.toml",
-        &config_with(&test_server_table("test", &[], "")),
+        &config_with(&test_server_table("test", &[], "new-tools = \"allow\"")),
     );
     let client = client(&dir).await;
     let (before, _) = call(&client, "list_directory", json!({"path": "/servers/test"})).await;

@@ -477,16 +477,16 @@ impl Hub {
     /// A Hub for the configuration's enabled servers. Nothing connects until [`Hub::start`].
     /// Must be called inside the tokio runtime.
     pub fn new(config: &Config, transports: Arc<Transports>) -> Self {
-        Self::with_accounts(config, transports, Accounts::new(config), None)
+        let pins = crate::pins::Pins::new(config, None, None, false);
+        Self::with_accounts(config, transports, Accounts::new(config), pins)
     }
 
-    /// [`Hub::new`] with the servers' OAuth accounts given, and the audit log held tool
-    /// definitions are told to.
+    /// [`Hub::new`] with the servers' OAuth accounts and tool pins given.
     pub fn with_accounts(
         config: &Config,
         transports: Arc<Transports>,
         accounts: Accounts,
-        audit: Option<crate::audit::AuditLog>,
+        pins: crate::pins::Pins,
     ) -> Self {
         let servers = config
             .enabled_servers()
@@ -524,11 +524,7 @@ impl Hub {
                 lists: catalog::Lists::default(),
                 uris: Uris::new(config),
                 stopping: CancellationToken::new(),
-                pins: Arc::new(crate::pins::Pins::new(
-                    config,
-                    crate::pins::default_dir().as_deref(),
-                    audit,
-                )),
+                pins: Arc::new(pins),
             }),
         };
         hub.watch_pins();

@@ -262,11 +262,14 @@ struct State {
 pub struct Pins {
     servers: BTreeMap<String, ServerPins>,
     audit: Option<AuditLog>,
+    /// Whether pins and held definitions are written (a serving gateway), or only read.
+    writes: bool,
 }
 
 impl Pins {
-    /// The pins of the configuration's servers, kept in `dir` (`None`: in memory only).
-    pub fn new(config: &Config, dir: Option<&Path>, audit: Option<AuditLog>) -> Self {
+    /// The pins of the configuration's servers, kept in `dir` (`None`: in memory only), and
+    /// written there when `writes`.
+    pub fn new(config: &Config, dir: Option<&Path>, audit: Option<AuditLog>, writes: bool) -> Self {
         let servers = config
             .enabled_servers()
             .map(|(name, server)| {
@@ -279,7 +282,11 @@ impl Pins {
                 (name.clone(), pins)
             })
             .collect();
-        Pins { servers, audit }
+        Pins {
+            servers,
+            audit,
+            writes,
+        }
     }
 
     /// Whether `server`'s pins file changed on disk since it was last read or written.
@@ -382,7 +389,7 @@ impl Pins {
             });
             pending.insert(name, pin);
         }
-        if let Some((file, pending_file)) = &pins.files {
+        if let Some((file, pending_file)) = pins.files.as_ref().filter(|_| self.writes) {
             if repinned {
                 match save(server, file, &pinned) {
                     Ok(()) => state.stamp = stamp(file),

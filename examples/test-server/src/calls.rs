@@ -174,9 +174,16 @@ async fn run(
             ContentBlock::embedded_text("test://mixed/resource.txt", "an embedded resource"),
         ])),
         "change_tools" => {
-            let added = state.add_tool();
+            let (tool, description) = (args.opt_str("tool"), args.opt_str("description"));
+            let changed = match (tool.ok().flatten(), description.ok().flatten()) {
+                (Some(tool), Some(description)) => {
+                    state.describe(tool, description);
+                    format!("described {tool}")
+                }
+                _ => format!("added {}", state.add_tool()),
+            };
             let told = state.notify_tools_changed().await;
-            Ok(text(format!("added {added}; notified {told} client(s)")))
+            Ok(text(format!("{changed}; notified {told} client(s)")))
         }
         "stderr" => write_stderr(&args).await,
         "env" => env(&args),

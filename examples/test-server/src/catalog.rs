@@ -226,8 +226,12 @@ fn normal_tools() -> Vec<Tool> {
         .with_annotations(read_only()),
         Tool::new(
             "change_tools",
-            "Adds a tool added_<k> and sends notifications/tools/list_changed.",
-            no_arguments(),
+            "Adds a tool added_<k> (or, given `tool` and `description`, gives that tool the \
+             description instead) and sends notifications/tools/list_changed.",
+            schema(json!({
+                "type": "object",
+                "properties": {"tool": {"type": "string"}, "description": {"type": "string"}},
+            })),
         ),
         Tool::new(
             "stderr",

@@ -30,7 +30,7 @@
 //! | `structured` | `n` (≤ 10000) | `structuredContent` `{n, squares: [1, 4, .., n²]}`; the tool has an `outputSchema` |
 //! | `image` | | an image block: a 1x1 PNG |
 //! | `mixed` | | a text, an image and an embedded text resource |
-//! | `change_tools` | | adds tool `added_<k>` (k = 1, 2, ...) and sends `notifications/tools/list_changed` to every connected client |
+//! | `change_tools` | `tool?`, `description?` | adds tool `added_<k>` (k = 1, 2, ...), or with both gives listed tool `tool` that description instead; then sends `notifications/tools/list_changed` to every connected client |
 //! | `stderr` | `text`, `lines?` (default 1) | writes `text` to stderr `lines` times |
 //! | `env` | `name?` | JSON text: the variable's value or `null`; without `name` the sorted variable names |
 //! | `cwd` | | the working directory |

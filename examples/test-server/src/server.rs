@@ -43,6 +43,8 @@ pub struct State {
     pub settings: Settings,
     fixed_tools: Vec<Tool>,
     added_tools: Mutex<Vec<Tool>>,
+    /// Descriptions `change_tools` gave, by tool name.
+    descriptions: Mutex<std::collections::BTreeMap<String, String>>,
     cancelled: AtomicU64,
     /// `tools/list` requests so far.
     lists: AtomicU64,
@@ -69,6 +71,7 @@ impl State {
             settings,
             fixed_tools,
             added_tools: Mutex::new(Vec::new()),
+            descriptions: Mutex::new(Default::default()),
             cancelled: AtomicU64::new(0),
             lists: AtomicU64::new(0),
             peers: Mutex::new(Vec::new()),
@@ -102,7 +105,18 @@ impl State {
     pub fn all_tools(&self) -> Vec<Tool> {
         let mut tools = self.fixed_tools.clone();
         tools.extend(lock(&self.added_tools).iter().cloned());
+        let descriptions = lock(&self.descriptions);
+        for tool in &mut tools {
+            if let Some(description) = descriptions.get(tool.name.as_ref()) {
+                tool.description = Some(description.clone().into());
+            }
+        }
         tools
+    }
+
+    /// Gives the listed tool `name` a new description.
+    pub fn describe(&self, name: &str, description: &str) {
+        lock(&self.descriptions).insert(name.to_owned(), description.to_owned());
     }
 
     /// Whether `name` is a listed tool without behaviour of its own (added by a mode or by
