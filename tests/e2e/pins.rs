@@ -2,7 +2,7 @@
 //! description it changes at runtime (a poisoned one, as a rug pull would) is held out of the
 //! VFS and refused to programs and direct calls; `runbyte pins diff` shows it, and `runbyte
 //! pins approve` makes the running gateway serve it again. `warn` serves it and audits it; a
-//! tool new after the first listing is held by default.
+//! tool new after the first listing is held by default, and `runbyte pins reset` pins anew.
 
 use std::time::{Duration, Instant};
 
@@ -221,6 +221,21 @@ async fn a_tool_new_after_the_first_listing_is_held_by_default() {
         pins.stdout.contains("added_1") && pins.stdout.contains("new"),
         "{}",
         pins.stdout
+    );
+
+    // Forgetting the server's pins makes its next listing a first one: all of it is pinned.
+    let reset = run(dir.path(), &["pins", "reset", "t"]);
+    assert_eq!(reset.code, Some(0), "{}{}", reset.stdout, reset.stderr);
+    list_until(
+        &client,
+        |text| text.contains("added_1"),
+        "added_1 never listed after reset",
+    )
+    .await;
+    assert!(
+        audit(&dir).contains(r#""action":"reset""#),
+        "{}",
+        audit(&dir)
     );
     client.cancel().await.unwrap();
 }

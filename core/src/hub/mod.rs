@@ -477,7 +477,7 @@ impl Hub {
     /// A Hub for the configuration's enabled servers. Nothing connects until [`Hub::start`].
     /// Must be called inside the tokio runtime.
     pub fn new(config: &Config, transports: Arc<Transports>) -> Self {
-        let pins = crate::pins::Pins::new(config, None, None, false);
+        let pins = crate::pins::Pins::new(config, None, None);
         Self::with_accounts(config, transports, Accounts::new(config), pins)
     }
 

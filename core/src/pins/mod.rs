@@ -262,14 +262,11 @@ struct State {
 pub struct Pins {
     servers: BTreeMap<String, ServerPins>,
     audit: Option<AuditLog>,
-    /// Whether pins and held definitions are written (a serving gateway), or only read.
-    writes: bool,
 }
 
 impl Pins {
-    /// The pins of the configuration's servers, kept in `dir` (`None`: in memory only), and
-    /// written there when `writes`.
-    pub fn new(config: &Config, dir: Option<&Path>, audit: Option<AuditLog>, writes: bool) -> Self {
+    /// The pins of the configuration's servers, kept in `dir` (`None`: in memory only).
+    pub fn new(config: &Config, dir: Option<&Path>, audit: Option<AuditLog>) -> Self {
         let servers = config
             .enabled_servers()
             .map(|(name, server)| {
@@ -282,11 +279,7 @@ impl Pins {
                 (name.clone(), pins)
             })
             .collect();
-        Pins {
-            servers,
-            audit,
-            writes,
-        }
+        Pins { servers, audit }
     }
 
     /// Whether `server`'s pins file changed on disk since it was last read or written.
@@ -389,7 +382,7 @@ impl Pins {
             });
             pending.insert(name, pin);
         }
-        if let Some((file, pending_file)) = pins.files.as_ref().filter(|_| self.writes) {
+        if let Some((file, pending_file)) = &pins.files {
             if repinned {
                 match save(server, file, &pinned) {
                     Ok(()) => state.stamp = stamp(file),

@@ -82,7 +82,7 @@ fn each_pinned_field_change_is_detected() {
 fn the_first_listing_pins_and_a_change_is_held_until_approved() {
     let dir = std::env::temp_dir().join(format!("runbyte-pins-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let pins = Pins::new(&config(""), Some(&dir), None, true);
+    let pins = Pins::new(&config(""), Some(&dir), None);
     let (served, held) = pins.judge("t", vec![tool("Echoes.")]);
     assert_eq!((served.len(), held.len()), (1, 0));
     let (pins_file, pending_file) = files(&dir, "t");
@@ -116,7 +116,7 @@ fn the_first_listing_pins_and_a_change_is_held_until_approved() {
     assert_eq!(pending.tools.len(), 2);
 
     // Another gateway (a restart) reads the pins back and judges alike.
-    let again = Pins::new(&config(""), Some(&dir), None, true);
+    let again = Pins::new(&config(""), Some(&dir), None);
     assert_eq!(again.judge("t", vec![tool("Echoes. And more.")]).1.len(), 1);
 
     // An approval (what `runbyte pins approve` writes) is seen and served.
@@ -134,16 +134,16 @@ fn the_first_listing_pins_and_a_change_is_held_until_approved() {
 
 #[test]
 fn warn_serves_and_repins_off_pins_nothing_and_new_tools_may_be_allowed() {
-    let warn = Pins::new(&config("pin = \"warn\"\n"), None, None, true);
+    let warn = Pins::new(&config("pin = \"warn\"\n"), None, None);
     warn.judge("t", vec![tool("One.")]);
     let (served, held) = warn.judge("t", vec![tool("Two.")]);
     assert_eq!((served.len(), held.len()), (1, 0));
 
-    let off = Pins::new(&config("pin = \"off\"\n"), None, None, true);
+    let off = Pins::new(&config("pin = \"off\"\n"), None, None);
     off.judge("t", vec![tool("One.")]);
     assert_eq!(off.judge("t", vec![tool("Two.")]).1.len(), 0);
 
-    let allow = Pins::new(&config("new-tools = \"allow\"\n"), None, None, true);
+    let allow = Pins::new(&config("new-tools = \"allow\"\n"), None, None);
     allow.judge("t", vec![tool("One.")]);
     let mut added = tool("Added.");
     added.name = "added".into();
