@@ -88,6 +88,8 @@ impl Stats {
                     entry.failed += 1;
                 }
             }
+            // A tool pin held, warned, approved or reset: no execution, no call.
+            Some("pin") => {}
             _ => self.skipped += 1,
         }
     }
