@@ -67,6 +67,7 @@ async fn resources_and_prompts_of_server_everything_reach_the_client_and_program
     command
         .arg("serve")
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("RUNBYTE_LOG", "warn");
     let client = Watcher(updates)
         .serve(rmcp::transport::TokioChildProcess::new(command).unwrap())

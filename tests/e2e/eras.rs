@@ -44,6 +44,7 @@ impl Served {
             .args(["serve", "--config"])
             .arg(dir.path().join("runbyte.toml"))
             .env("RUNBYTE_LOG", "warn")
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -38,6 +38,7 @@ async fn no_configured_secret_reaches_any_output() {
     command
         .arg("serve")
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("RUNBYTE_LOG", "debug");
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
         .stderr(std::fs::File::create(&stderr).unwrap())

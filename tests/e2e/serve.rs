@@ -13,6 +13,7 @@ async fn serve_over_stdio_answers_initialize_and_ping() {
     command
         .arg("serve")
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("RUNBYTE_LOG", "warn");
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
     let info = client.peer().peer_info().unwrap();
@@ -46,6 +47,7 @@ async fn downstream_servers_do_not_outlive_a_killed_runbyte() {
     command
         .arg("serve")
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("RUNBYTE_LOG", "warn");
     let transport = TokioChildProcess::new(command).unwrap();
     let runbyte_pid = transport.id().unwrap();
@@ -98,6 +100,7 @@ async fn stdin_requests_in_pieces_and_over_the_cap() {
     let mut child = Command::new(runbyte())
         .arg("serve")
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("RUNBYTE_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -129,6 +129,7 @@ async fn a_long_execution_reports_progress() {
     command
         .arg("serve")
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("RUNBYTE_LOG", "warn");
     let counter = CountsProgress::default();
     let client = counter
@@ -203,6 +204,7 @@ async fn a_direct_call_passes_on_its_servers_progress() {
     command
         .arg("serve")
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env("RUNBYTE_LOG", "warn");
     let counter = CountsProgress::default();
     let client = counter

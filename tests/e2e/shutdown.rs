@@ -58,6 +58,7 @@ impl Serve {
         let mut child = Command::new(runbyte())
             .arg("serve")
             .current_dir(dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
             .env_remove("RUNBYTE_CONFIG")
             .env("RUNBYTE_LOG", "warn")
             .stdin(Stdio::piped())

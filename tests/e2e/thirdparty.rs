@@ -95,6 +95,7 @@ fn tcp_round_trip(isolate_in_b: bool) {
             &format!("127.0.0.1:{port}"),
         ])
         .current_dir(a.path())
+        .env("XDG_STATE_HOME", a.path().join("state"))
         .env("RUNBYTE_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -31,6 +31,7 @@ fn serve_refuses_a_token_file_others_may_read() {
     let mut serve = std::process::Command::new(runbyte())
         .args(["serve", "--listen", "http", "--bind", &bind])
         .current_dir(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
         .env_remove("RUNBYTE_CONFIG")
         .env("RUNBYTE_LOG", "warn")
         .stdin(std::process::Stdio::null())
