@@ -204,7 +204,7 @@ pub enum Command {
     /// Tool definition pins: list them, show a held change, approve it, or forget a server's.
     Pins {
         #[command(subcommand)]
-        action: PinsAction,
+        action: crate::pins::cli::PinsAction,
     },
     /// List the saved skills (name, signature, description), or delete one.
     Skills {
@@ -229,28 +229,6 @@ pub enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
-}
-
-/// What `runbyte pins` does. It reads and writes the pins in the state folder, where a
-/// gateway keeps the definitions it holds: no server is connected to.
-#[derive(Subcommand, Debug)]
-pub enum PinsAction {
-    /// Each server's pinned tools, and those held: changed or new.
-    List,
-    /// What changed in a held tool (every held tool of the server without TOOL).
-    Diff {
-        server: String,
-        tool: Option<String>,
-    },
-    /// Pin a held tool's current definition (or every held tool's, with --all).
-    Approve {
-        server: String,
-        tool: Option<String>,
-        #[arg(long, conflicts_with = "tool")]
-        all: bool,
-    },
-    /// Forget a server's pins: its next listing is pinned anew, as a first one.
-    Reset { server: String },
 }
 
 /// What `runbyte skills` does besides listing.

@@ -6,11 +6,35 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use super::{Pin, changes, diff, files, load, save};
-use crate::{audit::AuditLog, cli::PinsAction, config::Config};
+use clap::Subcommand;
+
+use crate::{audit::AuditLog, config::Config};
 
 /// Prints what a server's definition may hold (escapes included) harmlessly.
 fn say(text: &str) {
     println!("{}", crate::text::terminal(text, true));
+}
+
+/// What `runbyte pins` does. It reads and writes the pins in the state folder, where a
+/// gateway keeps the definitions it holds: no server is connected to.
+#[derive(Subcommand, Debug)]
+pub enum PinsAction {
+    /// Each server's pinned tools, and those held: changed or new.
+    List,
+    /// What changed in a held tool (every held tool of the server without TOOL).
+    Diff {
+        server: String,
+        tool: Option<String>,
+    },
+    /// Pin a held tool's current definition (or every held tool's, with --all).
+    Approve {
+        server: String,
+        tool: Option<String>,
+        #[arg(long, conflicts_with = "tool")]
+        all: bool,
+    },
+    /// Forget a server's pins: its next listing is pinned anew, as a first one.
+    Reset { server: String },
 }
 
 /// Runs `runbyte pins ACTION`.
