@@ -325,4 +325,52 @@ mod tests {
             StatusCode::OK
         );
     }
+
+    fn call(meta: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "t", "arguments": {"region": "Hello"}, "_meta": meta}})
+    }
+
+    #[test]
+    fn param_headers_reach_the_host_decoded_and_replace_what_the_body_claims() {
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-param-region", "=?base64?SGVsbG8=?=".parse().unwrap());
+        headers.insert("mcp-param-n", "7".parse().unwrap());
+        headers.insert("mcp-name", "t".parse().unwrap());
+        // A body cannot pass for headers it did not send.
+        let mut message = call(json!({PARAM_HEADERS_META: {"region": "Hello", "forged": "x"}}));
+        assert!(pass_param_headers(&headers, &mut message, &json!(7)).is_ok());
+        assert_eq!(
+            message["params"]["_meta"][PARAM_HEADERS_META],
+            json!({"region": "Hello", "n": "7"})
+        );
+        // Without any, the host is still told there were none (a request over HTTP).
+        let mut message = call(json!({}));
+        assert!(pass_param_headers(&HeaderMap::new(), &mut message, &json!(7)).is_ok());
+        assert_eq!(message["params"]["_meta"][PARAM_HEADERS_META], json!({}));
+    }
+
+    #[test]
+    fn bad_or_too_many_param_headers_are_refused_with_400() {
+        for bad in ["=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?="] {
+            let mut headers = HeaderMap::new();
+            headers.insert("mcp-param-region", bad.parse().unwrap());
+            let refused = pass_param_headers(&headers, &mut call(json!({})), &json!(7));
+            assert_eq!(
+                refused.err().map(|r| r.status()),
+                Some(StatusCode::BAD_REQUEST),
+                "{bad}"
+            );
+        }
+        let mut headers = HeaderMap::new();
+        for n in 0..=MAX_PARAM_HEADERS {
+            let name: hyper::header::HeaderName = format!("mcp-param-p{n}").parse().unwrap();
+            headers.insert(name, "v".parse().unwrap());
+        }
+        let refused = pass_param_headers(&headers, &mut call(json!({})), &json!(7));
+        assert_eq!(
+            refused.err().map(|r| r.status()),
+            Some(StatusCode::BAD_REQUEST)
+        );
+    }
 }
