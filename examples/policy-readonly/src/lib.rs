@@ -12,10 +12,15 @@
 //! deny = ["*/delete_*"]         # never run (default: none)
 //! allow-unannotated = false     # tools that carry no readOnlyHint at all (default: false)
 //! ask = false                   # ask the user instead of denying (default: false)
+//! require-pinned = false        # only tools a person has seen (default: false)
 //! ```
 //!
 //! The verdict on a call to `server/tool`: the first of these rules that applies decides.
 //!
+//! 0. With `require-pinned = true`, the call's context says the tool's definition is
+//!    `"unpinned"` (nothing pinned: `pin = "off"`, or a host older than pins) or `"changed"`
+//!    (served by `pin = "warn"` although no person approved it): **denied**, whatever the other
+//!    rules say. `"pinned"` and `"approved"` go on to the rules below.
 //! 1. A `deny` pattern matches: **denied**. Deny always wins.
 //! 2. An `allow` entry *without wildcards* is exactly `server/tool`: **allowed**, even when the
 //!    tool is destructive (the operator named that one tool).
@@ -51,7 +56,7 @@ mod glob;
 use runbyte_plugin_api::{
     export_plugin,
     policy::Policy,
-    wire::{Call, Verdict},
+    wire::{Call, PinState, Verdict},
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -70,6 +75,8 @@ struct Config {
     allow_unannotated: bool,
     #[serde(default)]
     ask: bool,
+    #[serde(default)]
+    require_pinned: bool,
 }
 
 /// The `readonly` policy.
@@ -79,6 +86,7 @@ pub struct ReadOnly {
     deny: Vec<Pattern>,
     allow_unannotated: bool,
     ask: bool,
+    require_pinned: bool,
 }
 
 /// Why a call is not allowed outright.
@@ -163,6 +171,7 @@ impl Policy for ReadOnly {
             deny: patterns("deny", config.deny)?,
             allow_unannotated: config.allow_unannotated,
             ask: config.ask,
+            require_pinned: config.require_pinned,
         })
     }
 
@@ -177,6 +186,16 @@ impl Policy for ReadOnly {
             if text.is_empty() {
                 return Err(format!("the call has no `{key}` string"));
             }
+        }
+        let pin = call.context.pin;
+        if self.require_pinned && matches!(pin, PinState::Unpinned | PinState::Changed) {
+            return Ok(Verdict::deny(format!(
+                "`{}/{}` is {} (no person approved its definition); require-pinned is true",
+                call.server,
+                call.tool,
+                pin.as_str()
+            ))
+            .to_json());
         }
         let annotations = call.annotations.as_deref().unwrap_or(&Value::Null);
         let verdict = match self.verdict(&call.server, &call.tool, annotations) {

@@ -233,3 +233,34 @@ fn ask_puts_a_refused_call_to_the_user_but_never_a_denied_one() {
     let strict = open(json!({})).unwrap();
     assert!(check(&strict, "demo/create", write()).is_err());
 }
+
+#[test]
+fn require_pinned_denies_what_no_person_has_seen() {
+    let policy = open(json!({"require-pinned": true})).unwrap();
+    let verdict = |pin: Option<&str>| -> Value {
+        let mut context = json!({"session": "s", "execution": "e", "calls": 0});
+        if let Some(pin) = pin {
+            context["pin"] = json!(pin);
+        }
+        let call = json!({"server": "demo", "tool": "read", "arguments": {},
+            "annotations": read_only(), "context": context});
+        serde_json::from_str(&policy.check_call(&call.to_string()).unwrap()).unwrap()
+    };
+    assert_eq!(verdict(Some("pinned")), json!({"allow": true}));
+    assert_eq!(verdict(Some("approved")), json!({"allow": true}));
+    // Unpinned, changed, not said (a host older than pins) or a state not known: denied, even
+    // for a read-only tool.
+    for pin in [Some("unpinned"), Some("changed"), None, Some("later")] {
+        let denied = verdict(pin);
+        assert_eq!(denied["allow"], false, "{pin:?}: {denied}");
+        assert!(
+            denied["reason"]
+                .as_str()
+                .unwrap()
+                .contains("require-pinned"),
+            "{denied}"
+        );
+    }
+    // Off by default: the pin state is not looked at.
+    assert!(check(&open(json!({})).unwrap(), "demo/read", read_only()).is_ok());
+}

@@ -41,7 +41,7 @@ pub use codegen::{
 };
 pub use limits::{Isolation, JudgedCalls, Limits, OutOfRange, RANGES, Range};
 pub use listener::ListenerOptions;
-pub use policy::{Call, CallContext, LimitsContext, Verdict};
+pub use policy::{Call, CallContext, LimitsContext, PinState, Verdict};
 
 #[cfg(test)]
 mod tests;

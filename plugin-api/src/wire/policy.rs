@@ -44,7 +44,9 @@ pub struct Call<'a> {
 }
 
 /// The context of a [`Call`]: `{"session", "execution", "calls", "calls-to-server",
-/// "calls-to-tool"}`, the counts being the calls made before this one in the same execution.
+/// "calls-to-tool", "pin"}`, the counts being the calls made before this one in the same
+/// execution, `pin` how the tool's definition stands against what a person approved
+/// ([`PinState`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct CallContext<'a> {
@@ -63,6 +65,63 @@ pub struct CallContext<'a> {
     /// Tool calls so far to this call's tool.
     #[serde(default)]
     pub calls_to_tool: u64,
+    /// How the tool's definition stands against its pin. A host that does not send it (one
+    /// older than pins) is read as [`PinState::Unpinned`].
+    #[serde(default)]
+    pub pin: PinState,
+}
+
+/// How the definition of a called tool stands against what was pinned (the host's `[servers.*]
+/// pin` setting): `"pinned"`, `"changed"`, `"approved"` or `"unpinned"`.
+///
+/// A policy that trusts only what a person has seen refuses `Unpinned` and `Changed`. Read
+/// leniently: a value this crate does not know (a later host's) is `Unpinned`, the state that
+/// claims least, so such a policy stays closed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PinState {
+    /// `"pinned"`: the definition is the one pinned (at the server's first listing, by
+    /// `new-tools = "allow"`, or approved in an earlier run of the host).
+    Pinned,
+    /// `"changed"`: the definition differs from what was pinned and is served all the same
+    /// (`pin = "warn"`): no person approved it.
+    Changed,
+    /// `"approved"`: a person approved this definition while the host runs (`runbyte pins
+    /// approve`, or the answer to `pin = "ask"`'s question).
+    Approved,
+    /// `"unpinned"` (the default): nothing is pinned for the tool (`pin = "off"`, or a call the
+    /// host keeps no pin for, as a program's `readResource`).
+    #[default]
+    Unpinned,
+}
+
+impl PinState {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinState::Pinned => "pinned",
+            PinState::Changed => "changed",
+            PinState::Approved => "approved",
+            PinState::Unpinned => "unpinned",
+        }
+    }
+}
+
+impl Serialize for PinState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for PinState {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(match value.as_str() {
+            Some("pinned") => PinState::Pinned,
+            Some("changed") => PinState::Changed,
+            Some("approved") => PinState::Approved,
+            _ => PinState::Unpinned,
+        })
+    }
 }
 
 /// What `check_call` answers.

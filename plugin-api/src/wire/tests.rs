@@ -175,11 +175,12 @@ fn a_call_is_written_in_the_documented_order_and_read_from_a_part() {
             calls: 3,
             calls_to_server: 2,
             calls_to_tool: 1,
+            pin: PinState::Approved,
         },
     };
     assert_eq!(
         serde_json::to_string(&call).unwrap(),
-        r#"{"server":"gh","tool":"search","arguments":{"q":"x"},"annotations":null,"context":{"session":"s","execution":"x1","calls":3,"calls-to-server":2,"calls-to-tool":1}}"#
+        r#"{"server":"gh","tool":"search","arguments":{"q":"x"},"annotations":null,"context":{"session":"s","execution":"x1","calls":3,"calls-to-server":2,"calls-to-tool":1,"pin":"approved"}}"#
     );
     let read: Call = serde_json::from_str(&serde_json::to_string(&call).unwrap()).unwrap();
     assert_eq!(read, call);
@@ -189,6 +190,21 @@ fn a_call_is_written_in_the_documented_order_and_read_from_a_part() {
     assert_eq!(*part.arguments, Value::Null);
     assert_eq!(part.annotations, None);
     assert_eq!(part.context.calls_to_tool, 0);
+    // A host older than pins sends no `pin`; a later one may send a state not known here: both
+    // read as the state that claims least.
+    assert_eq!(part.context.pin, PinState::Unpinned);
+    for (text, state) in [
+        ("\"pinned\"", PinState::Pinned),
+        ("\"changed\"", PinState::Changed),
+        ("\"approved\"", PinState::Approved),
+        ("\"unpinned\"", PinState::Unpinned),
+        ("\"re-pinned\"", PinState::Unpinned),
+        ("true", PinState::Unpinned),
+        ("null", PinState::Unpinned),
+    ] {
+        let context: CallContext = serde_json::from_str(&format!("{{\"pin\":{text}}}")).unwrap();
+        assert_eq!(context.pin, state, "{text}");
+    }
     let context: LimitsContext = serde_json::from_str(r#"{"session":"s"}"#).unwrap();
     assert_eq!(
         serde_json::to_string(&context).unwrap(),
