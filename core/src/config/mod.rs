@@ -390,7 +390,7 @@ pub struct ServerConfig {
     /// `[server] infer-results`).
     pub infer_results: Option<bool>,
     /// What a tool whose definition changed since it was pinned does: `hold` (the default),
-    /// `warn` or `off` (see [`crate::pins`]).
+    /// `ask`, `warn` or `off` (see [`crate::pins`]).
     pub pin: Option<PinMode>,
     /// Whether a tool that appears after the server's first listing is `hold` (the default)
     /// or `allow`ed (pinned at once). The first listing is always allowed.
@@ -423,6 +423,9 @@ pub enum PinMode {
     /// Held (left out, calls refused) until `runbyte pins approve`.
     #[default]
     Hold,
+    /// Listed as pinned (a new tool by name only); the first call asks the user through the
+    /// execution's client, and the user's approval re-pins it.
+    Ask,
     /// Served, with a WARN and an audit line, and pinned.
     Warn,
     /// Nothing is pinned.

@@ -943,7 +943,8 @@ impl Hub {
                     return;
                 }
                 for slot in hub.inner.servers.values() {
-                    let held = slot.with(|state| !state.listed.held.is_empty());
+                    let held = slot.with(|state| !state.listed.held.is_empty())
+                        || hub.inner.pins.has_asking(&slot.name);
                     if held && hub.inner.pins.changed_on_disk(&slot.name) {
                         hub.relist(slot).await;
                     }
@@ -1019,6 +1020,19 @@ impl Hub {
             if let Some(connection) = link.as_ref().and_then(|link| link.get()) {
                 connection.close().await;
             }
+        }
+    }
+
+    /// The servers' tool pins.
+    pub fn pins(&self) -> &crate::pins::Pins {
+        &self.inner.pins
+    }
+
+    /// Lists `server`'s tools again now (judged by their pins), and tells subscribers: after
+    /// a person approved a definition, so that it is served.
+    pub async fn list_again(&self, server: &str) {
+        if let Some(slot) = self.inner.servers.get(server) {
+            self.relist(slot).await;
         }
     }
 

@@ -9,6 +9,11 @@
 //!   direct tools) and refused by name with what changed and the command that approves it. The
 //!   held definitions are written beside the pins (`<server>.pending.json`) so that `runbyte
 //!   pins diff` and `approve` work without connecting to the server.
+//! - `ask`: a changed tool stays listed under its pinned definition (a new one by name only,
+//!   [`NEW_TOOL`], with a schema that takes any object), so that a program can still import it;
+//!   its first call asks the user, through the execution's client, to approve the new definition
+//!   ([`Pins::asking`]; the call path asks, `crate::execute`), and an approval re-pins it
+//!   ([`Pins::approve`]). Unapproved, the call is refused as under `hold`.
 //! - `warn`: the new definition is served, a WARN and an audit line name the change, and it is
 //!   pinned.
 //! - `off`: nothing is pinned.
@@ -22,13 +27,14 @@
 pub mod cli;
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
     sync::Mutex,
     time::SystemTime,
 };
 
 use rmcp::model::Tool;
+use runbyte_plugin_api::wire::PinState;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -51,6 +57,10 @@ pub const FIELDS: [(&str, &str); 6] = [
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// The version of the files' format; a file of another version is ignored.
 const FORMAT: u32 = 1;
+/// What a tool new since the first listing is described as under `pin = "ask"`, until a person
+/// approves its definition: none of its own text reaches the model before then.
+pub const NEW_TOOL: &str = "New tool, not yet approved: calling it asks the user to approve its \
+                            definition first.";
 
 /// One pinned (or pending) definition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,6 +95,52 @@ pub struct PinFile {
 pub struct Held {
     pub tool: String,
     pub message: String,
+}
+
+/// A tool listed under `pin = "ask"` whose definition awaits a person's approval: what was
+/// pinned (`None`: it is new), what the server lists now, and the message a call is refused
+/// with when nobody approves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub pinned: Option<Pin>,
+    pub new: Pin,
+    pub message: String,
+}
+
+impl Asked {
+    /// What the listing shows in its place: the pinned definition, or for a new tool its name,
+    /// [`NEW_TOOL`] and a schema that takes any object.
+    pub fn shown(&self, name: &str) -> Value {
+        match &self.pinned {
+            Some(pin) => pin.definition.clone(),
+            None => serde_json::json!({
+                "name": name,
+                "description": NEW_TOOL,
+                "inputSchema": {"type": "object"},
+            }),
+        }
+    }
+}
+
+/// `tool` with its pinned fields replaced by `shown`'s: a changed tool keeps what is not pinned
+/// (its icons, its `_meta`); a new one (`pinned` false) keeps nothing but what `shown` has.
+fn shown_as(tool: Tool, shown: &Value, pinned: bool) -> Tool {
+    let fallback = || {
+        let schema = serde_json::Map::from_iter([("type".to_owned(), Value::from("object"))]);
+        Tool::new(tool.name.clone(), NEW_TOOL, std::sync::Arc::new(schema))
+    };
+    let mut listed = match pinned {
+        true => serde_json::to_value(&tool).unwrap_or_default(),
+        false => Value::Object(Default::default()),
+    };
+    let (Value::Object(listed_fields), Value::Object(shown)) = (&mut listed, shown) else {
+        return fallback();
+    };
+    for (field, _) in FIELDS {
+        listed_fields.remove(field);
+    }
+    listed_fields.extend(shown.clone());
+    serde_json::from_value(listed).unwrap_or_else(|_| fallback())
 }
 
 /// The pinned fields of a tool: those it has, as listed.
@@ -256,6 +312,13 @@ struct State {
     stamp: Stamp,
     /// The held definitions already told (logged and audited), by tool and digest.
     told: BTreeMap<String, String>,
+    /// Under `ask`: the tools listed as pinned whose definition awaits a person.
+    asking: BTreeMap<String, Asked>,
+    /// The tools whose definition a person approved while this process runs (`runbyte pins
+    /// approve`, seen in the pins file, or an answer to `ask`).
+    approved: BTreeSet<String>,
+    /// The tools served by `warn` with a definition no person approved.
+    warned: BTreeSet<String>,
 }
 
 /// Every server's pins. One per Hub.
@@ -328,11 +391,17 @@ impl Pins {
         let mut pinned = state.pins.take().unwrap_or_default();
         let mut repinned = first;
         let (mut served, mut held, mut pending) = (Vec::new(), Vec::new(), BTreeMap::new());
+        let mut asking = BTreeMap::new();
         for tool in tools {
             let name = tool.name.to_string();
             let pin = Pin::of(&tool);
             let change = match pinned.get(&name) {
                 Some(old) if old.digest == pin.digest => {
+                    if state.told.get(&name) == Some(&pin.digest) {
+                        // Held (or asked) with this definition, pinned since: a person approved.
+                        state.told.remove(&name);
+                        state.approved.insert(name.clone());
+                    }
                     served.push(tool);
                     continue;
                 }
@@ -356,6 +425,8 @@ impl Pins {
                     );
                     self.audit(server, &name, "warned", &change);
                 }
+                state.approved.remove(&name);
+                state.warned.insert(name.clone());
                 pinned.insert(name, pin);
                 repinned = true;
                 served.push(tool);
@@ -371,6 +442,31 @@ impl Pins {
                  the change (`runbyte pins diff {server} {name}`) and approve it with \
                  `runbyte pins approve {server} {name}`"
             );
+            if pins.mode == PinMode::Ask {
+                if news {
+                    let listed = match pinned.contains_key(&name) {
+                        true => format!("its {change} changed; listed as pinned"),
+                        false => format!("{change}; listed by name only"),
+                    };
+                    tracing::warn!(
+                        server,
+                        tool = %name,
+                        "tool `{server}/{name}`: {listed}, its first call asks the user \
+                         (`pin = \"ask\"`)"
+                    );
+                    self.audit(server, &name, "asking", &change);
+                    state.told.insert(name.clone(), pin.digest.clone());
+                }
+                let asked = Asked {
+                    pinned: pinned.get(&name).cloned(),
+                    new: pin.clone(),
+                    message,
+                };
+                served.push(shown_as(tool, &asked.shown(&name), asked.pinned.is_some()));
+                asking.insert(name.clone(), asked);
+                pending.insert(name, pin);
+                continue;
+            }
             if news {
                 tracing::warn!(server, tool = %name, "{message}");
                 self.audit(server, &name, "held", &change);
@@ -410,7 +506,114 @@ impl Pins {
             }
         }
         state.pins = Some(pinned);
+        state.asking = asking;
         (served, held)
+    }
+
+    /// The tool of `server` listed under `pin = "ask"` whose definition awaits a person, if
+    /// `tool` is one.
+    pub fn asking(&self, server: &str, tool: &str) -> Option<Asked> {
+        let pins = self.servers.get(server)?;
+        let state = pins.state.lock().ok()?;
+        state.asking.get(tool).cloned()
+    }
+
+    /// Whether some tool of `server` awaits a person under `pin = "ask"`.
+    pub fn has_asking(&self, server: &str) -> bool {
+        self.servers
+            .get(server)
+            .and_then(|pins| pins.state.lock().ok())
+            .is_some_and(|state| !state.asking.is_empty())
+    }
+
+    /// How `server`'s `tool` as last listed stands against its pin, as a policy is told. Pins
+    /// kept in memory only (no state folder: `runbyte exec`) are trust on first use within one
+    /// run, so they read as `Unpinned`, unless a person approved the tool in this run.
+    pub fn state(&self, server: &str, tool: &str) -> PinState {
+        let Some(pins) = self.servers.get(server) else {
+            return PinState::Unpinned;
+        };
+        if pins.mode == PinMode::Off {
+            return PinState::Unpinned;
+        }
+        let Ok(state) = pins.state.lock() else {
+            return PinState::Unpinned;
+        };
+        let pinned = state
+            .pins
+            .as_ref()
+            .is_some_and(|pins| pins.contains_key(tool));
+        if !pinned || state.asking.contains_key(tool) {
+            PinState::Unpinned
+        } else if state.approved.contains(tool) {
+            PinState::Approved
+        } else if pins.files.is_none() {
+            PinState::Unpinned
+        } else if state.warned.contains(tool) {
+            PinState::Changed
+        } else {
+            PinState::Pinned
+        }
+    }
+
+    /// Re-pins `server`'s `tool` to `pin`, approved by a person: in memory and in the pins file
+    /// (read again first if it changed on disk, so that an approval written there meanwhile is
+    /// kept), its held definition dropped from the pending file, and the approval audited. The
+    /// caller lists the server's tools again to serve it.
+    pub fn approve(&self, server: &str, tool: &str, pin: &Pin) -> Result<(), String> {
+        let pins = self
+            .servers
+            .get(server)
+            .ok_or_else(|| format!("unknown server `{server}`"))?;
+        let mut state = pins
+            .state
+            .lock()
+            .map_err(|_| "the pins' lock was poisoned".to_owned())?;
+        if let Some((file, _)) = &pins.files
+            && state.stamp != stamp(file)
+        {
+            state.pins = load(server, file)?.map(|file| file.tools);
+        }
+        let mut pinned = state.pins.take().unwrap_or_default();
+        let change = match pinned.get(tool) {
+            Some(old) => changes(&old.definition, &pin.definition).join(", "),
+            None => "new".to_owned(),
+        };
+        pinned.insert(tool.to_owned(), pin.clone());
+        let saved = match &pins.files {
+            Some((file, pending_file)) => {
+                let saved = save(server, file, &pinned)
+                    .map_err(|error| format!("cannot save {}: {error}", file.display()));
+                state.stamp = stamp(file);
+                if let Ok(Some(mut pending)) = load(server, pending_file)
+                    && pending.tools.remove(tool).is_some()
+                {
+                    let written = if pending.tools.is_empty() {
+                        std::fs::remove_file(pending_file)
+                    } else {
+                        save(server, pending_file, &pending.tools)
+                    };
+                    if let Err(error) = written {
+                        tracing::warn!(server, "cannot update the held definitions: {error}");
+                    }
+                }
+                saved
+            }
+            None => Ok(()),
+        };
+        state.pins = Some(pinned);
+        state.asking.remove(tool);
+        state.told.remove(tool);
+        state.warned.remove(tool);
+        state.approved.insert(tool.to_owned());
+        drop(state);
+        tracing::info!(
+            server,
+            tool,
+            "a person approved the definition of `{server}/{tool}`"
+        );
+        self.audit(server, tool, "approved", &change);
+        saved
     }
 
     fn audit(&self, server: &str, tool: &str, action: &str, change: &str) {
@@ -420,5 +623,7 @@ impl Pins {
     }
 }
 
+#[cfg(test)]
+mod ask_tests;
 #[cfg(test)]
 mod tests;
