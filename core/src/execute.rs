@@ -13,6 +13,7 @@
 mod bridge;
 mod direct;
 mod gate;
+mod pin_ask;
 mod render;
 mod round_trip;
 mod value;

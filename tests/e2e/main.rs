@@ -23,6 +23,7 @@ mod old_plugins;
 mod ordinary;
 mod package;
 mod pins;
+mod pins_ask;
 mod plugins;
 mod relay;
 mod replicas;

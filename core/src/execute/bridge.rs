@@ -408,6 +408,7 @@ fn at_point(point: &Point, (server, tool, arguments): (&str, &str, &Value)) -> R
 fn origin_text(origin: Origin) -> &'static str {
     match origin {
         Origin::Approval => "a policy's approval",
+        Origin::PinApproval => "the approval of its changed definition",
         Origin::InputRequired => "the server's `input_required` question",
     }
 }
@@ -770,7 +771,7 @@ mod replay_tests {
     impl Call {
         fn question(&self) -> Question {
             match self.origin {
-                Origin::Approval => crate::relay::approval(
+                Origin::Approval | Origin::PinApproval => crate::relay::approval(
                     &self.question,
                     &self.server,
                     &self.tool,
@@ -900,7 +901,11 @@ mod replay_tests {
                 "Delete it?",
                 "Allow a call that may change something?",
             ]),
-            select(vec![Origin::Approval, Origin::InputRequired]),
+            select(vec![
+                Origin::Approval,
+                Origin::InputRequired,
+                Origin::PinApproval,
+            ]),
         )
             .prop_map(|(server, tool, arguments, question, origin)| Call {
                 server: server.to_owned(),

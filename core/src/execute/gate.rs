@@ -1,5 +1,6 @@
 //! The one path of a tool call, for a program's call and a client's direct call alike: the
-//! policies' verdict, the Hub's call (it validates the arguments) within its timeout, then the
+//! user's approval of a changed tool definition (`pin = "ask"`, `super::pin_ask`), the
+//! policies' verdict (told the tool's pin state), the Hub's call (it validates the arguments) within its timeout, then the
 //! call's span and metrics, the audit log, the tokens of its result, the shape of an untyped
 //! result, and every error redacted. A step added to a call is added here, once.
 //!
@@ -15,7 +16,7 @@ use rmcp::model::CallToolResult;
 use runbyte_plugin_api::wire;
 use serde_json::Value;
 
-use super::value::map_result;
+use super::{pin_ask::PinAsks, value::map_result};
 use crate::{
     audit::{AuditLog, CallEnd},
     hub::{CallError, CallOptions, Hub},
@@ -34,6 +35,8 @@ pub struct Gate {
     telemetry: Telemetry,
     /// Where the shapes of untyped tools' results are recorded (a gateway that serves the VFS).
     inferred: Option<Arc<Inferred>>,
+    /// The approvals of changed tool definitions being asked.
+    pin_asks: Arc<PinAsks>,
 }
 
 /// Who makes the calls: one execution (a program's calls) or one direct call. Kept for the
@@ -110,6 +113,7 @@ impl Gate {
             audit,
             telemetry,
             inferred,
+            pin_asks: Arc::default(),
         }
     }
 
@@ -220,6 +224,24 @@ impl Gate {
                 }
             }
         };
+        // A changed definition reaches nothing before the user approves it (`pin = "ask"`).
+        let spec = match spec {
+            Some(spec) => {
+                let settled = self
+                    .pin_asks
+                    .settle(&self.hub, asker.as_deref(), (&server, &tool), &arguments)
+                    .await;
+                match settled {
+                    Ok(approved) => Some(approved.unwrap_or(spec)),
+                    Err(refused) => {
+                        *watched.outcome = CallOutcome::Denied;
+                        *watched.denied = true;
+                        return Err(refused);
+                    }
+                }
+            }
+            None => None,
+        };
         // A program is the model's: an MCP App's own tool is not for it (a direct call is the
         // host's, whose app may call it).
         if !keep_result && spec.as_ref().is_some_and(crate::hub::is_app_only) {
@@ -248,6 +270,10 @@ impl Gate {
                     calls: position.calls,
                     calls_to_server: position.calls_to_server,
                     calls_to_tool: position.calls_to_tool,
+                    pin: match reads_resource {
+                        true => wire::PinState::Unpinned,
+                        false => self.hub.pins().state(&server, &tool),
+                    },
                 },
             };
             crate::policy::check_call(&caller.judges, &asked, time_left, asker.as_deref())

@@ -91,6 +91,8 @@ pub trait Asker: Send + Sync {
 pub enum Origin {
     /// A policy's `ask` verdict, before the call is sent.
     Approval,
+    /// `pin = "ask"`: a tool's changed definition, put to the user before its first call.
+    PinApproval,
     /// A 2026-07-28 server's `input_required` result (the call did not run yet).
     InputRequired,
 }
