@@ -229,7 +229,12 @@ impl Gate {
             Some(spec) => {
                 let settled = self
                     .pin_asks
-                    .settle(&self.hub, asker.as_deref(), (&server, &tool), &arguments)
+                    .settle(
+                        &self.hub,
+                        asker.as_deref(),
+                        (&caller.execution, &server, &tool),
+                        &arguments,
+                    )
                     .await;
                 match settled {
                     Ok(approved) => Some(approved.unwrap_or(spec)),

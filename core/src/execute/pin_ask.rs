@@ -10,9 +10,13 @@
 //!
 //! The question is asked again-ably ([`Origin::PinApproval`]): in a replay, the answer goes
 //! only to the call at the same place asking the same question, and the question holds the new
-//! definition's digest and diff, so an approval is never spent on another definition. Calls
-//! that need the same tool approved wait for one another: a call that comes after an approval
-//! is not asked again.
+//! definition's digest and diff, so an approval is never spent on another definition.
+//!
+//! The calls of one execution that need the same tool approved (`Promise.all`) wait for one
+//! another, so the user is asked once; a call that comes after an approval is not asked at
+//! all. Calls of other executions do not wait: a question may never be answered where it was
+//! asked (a 2026-07-28 execution resumed on another replica, a client that walks away), and no
+//! execution is held up by another's until it times out.
 
 use std::{
     collections::HashMap,
@@ -31,25 +35,29 @@ use crate::{
 /// The most of a diff a question shows; `runbyte pins diff` shows all of it.
 const MAX_DIFF_CHARS: usize = 6000;
 
-/// One tool's turn to be asked about: held while its question waits for the user.
+/// One tool's turn to be asked about in one execution: held while its question waits for the
+/// user.
 type Turn = Arc<tokio::sync::Mutex<()>>;
 
-/// The questions being asked, one turn per tool: a call waits for the answer another call's
-/// question gets rather than asking the same thing twice.
+/// An execution, a server and a tool.
+type TurnKey = (String, String, String);
+
+/// The questions being asked, one turn per execution and tool: a call waits for the answer
+/// another call of its execution gets rather than asking the same thing twice.
 #[derive(Default)]
 pub(super) struct PinAsks {
-    turns: Mutex<HashMap<(String, String), Turn>>,
+    turns: Mutex<HashMap<TurnKey, Turn>>,
 }
 
 impl PinAsks {
-    /// Settles a call of `server`/`tool` with `arguments` against its pin: `Ok(None)` when
-    /// nothing awaits a person, `Ok(Some(tool))` with the definition the user just approved
-    /// (the call goes on with it), `Err` with why the call is refused.
+    /// Settles a call of `server`/`tool` with `arguments`, made by `execution`, against its
+    /// pin: `Ok(None)` when nothing awaits a person, `Ok(Some(tool))` with the definition the
+    /// user just approved (the call goes on with it), `Err` with why the call is refused.
     pub(super) async fn settle(
         &self,
         hub: &Hub,
         asker: Option<&dyn Asker>,
-        (server, tool): (&str, &str),
+        (execution, server, tool): (&str, &str, &str),
         arguments: &Value,
     ) -> Result<Option<Tool>, String> {
         let pins = hub.pins();
@@ -63,55 +71,88 @@ impl PinAsks {
                 return current(hub, server, tool).await.map(Some);
             }
         }
-        let turn = self.turn(server, tool);
-        let _turn = turn.lock().await;
-        let Some(asked) = pins.asking(server, tool) else {
-            // Approved while this call waited for its turn.
-            return current(hub, server, tool).await.map(Some);
+        let key = (execution.to_owned(), server.to_owned(), tool.to_owned());
+        let turn = self.turn(&key);
+        let settled = {
+            let _turn = turn.lock().await;
+            ask(hub, asker, (server, tool), arguments).await
         };
-        let Some(asker) = asker else {
-            return Err(refused(&asked, "this call has no client to ask".to_owned()));
-        };
-        let answer = asker
-            .ask_again_able(
-                question(server, tool, &asked, arguments),
-                Origin::PinApproval,
-            )
-            .await
-            .map_err(|why| format!("the user could not be asked: {why}"))
-            .and_then(|answer| {
-                crate::relay::approved(&answer)
-                    .map_err(|how| format!("the user did not approve it: {how}"))
-            });
-        if let Err(why) = answer {
-            return Err(refused(&asked, why));
-        }
-        if let Err(why) = pins.approve(server, tool, &asked.new) {
-            // Approved in memory all the same: this process serves it.
-            tracing::warn!(server, tool, "the approval is not kept on disk: {why}");
-        }
-        hub.list_again(server).await;
-        let listed = current(hub, server, tool).await?;
-        if Pin::of(&listed).digest != asked.new.digest {
-            return Err(format!(
-                "`{server}/{tool}` changed again while the user was asked, or its server did not \
-                 list it again; the call was not sent (call it again to be asked about what it \
-                 lists now)"
-            ));
-        }
-        Ok(Some(listed))
+        drop(turn);
+        self.forget(&key);
+        settled
     }
 
-    fn turn(&self, server: &str, tool: &str) -> Turn {
+    fn turn(&self, key: &TurnKey) -> Turn {
         let mut turns = self
             .turns
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        turns
-            .entry((server.to_owned(), tool.to_owned()))
-            .or_default()
-            .clone()
+        turns.entry(key.clone()).or_default().clone()
     }
+
+    /// Drops `key`'s turn once no call holds or waits for it.
+    fn forget(&self, key: &TurnKey) {
+        let mut turns = self
+            .turns
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if turns
+            .get(key)
+            .is_some_and(|turn| Arc::strong_count(turn) == 1)
+        {
+            turns.remove(key);
+        }
+    }
+}
+
+/// Asks the user about `server`/`tool`, once it is this call's turn; re-pins it if approved.
+async fn ask(
+    hub: &Hub,
+    asker: Option<&dyn Asker>,
+    (server, tool): (&str, &str),
+    arguments: &Value,
+) -> Result<Option<Tool>, String> {
+    let pins = hub.pins();
+    let Some(asked) = pins.asking(server, tool) else {
+        // Approved while this call waited for its turn.
+        return current(hub, server, tool).await.map(Some);
+    };
+    let Some(asker) = asker else {
+        return Err(refused(&asked, "this call has no client to ask".to_owned()));
+    };
+    let answer = asker
+        .ask_again_able(
+            question(server, tool, &asked, arguments),
+            Origin::PinApproval,
+        )
+        .await
+        .map_err(|why| format!("the user could not be asked: {why}"))
+        .and_then(|answer| {
+            crate::relay::approved(&answer)
+                .map_err(|how| format!("the user did not approve it: {how}"))
+        });
+    if let Err(why) = answer {
+        return Err(refused(&asked, why));
+    }
+    // Another execution's question about the same definition may have been approved while
+    // this one was asked: it is approved once.
+    let still = pins
+        .asking(server, tool)
+        .is_some_and(|now| now.new.digest == asked.new.digest);
+    if still && let Err(why) = pins.approve(server, tool, &asked.new) {
+        // Approved in memory all the same: this process serves it.
+        tracing::warn!(server, tool, "the approval is not kept on disk: {why}");
+    }
+    hub.list_again(server).await;
+    let listed = current(hub, server, tool).await?;
+    if Pin::of(&listed).digest != asked.new.digest {
+        return Err(format!(
+            "`{server}/{tool}` changed again while the user was asked, or its server did not \
+             list it again; the call was not sent (call it again to be asked about what it \
+             lists now)"
+        ));
+    }
+    Ok(Some(listed))
 }
 
 /// The tool as the Hub lists it now.
