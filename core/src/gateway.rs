@@ -146,11 +146,13 @@ impl Gateway {
     ) -> Arc<Self> {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search));
-        // Only a serving gateway (it has a dialect) keeps pins in the state folder; `runbyte
-        // tools`, `call`, `probe` and `doctor` (and in-process tests) judge in memory alone, as a
-        // first listing: a person at the command line, not a model, reads and calls there.
-        let dir = crate::pins::default_dir().filter(|_| dialect.is_some());
-        let pins = crate::pins::Pins::new(&config, dir.as_deref(), audit.clone());
+        // Only a serving gateway (it has a dialect) writes pins; `runbyte tools`, `call`,
+        // `probe` and `doctor` judge by them read-only, so a held tool is held there too.
+        let dir = crate::pins::default_dir();
+        let pins = match dialect {
+            Some(_) => crate::pins::Pins::new(&config, dir.as_deref(), audit.clone()),
+            None => crate::pins::Pins::read_only(&config, dir.as_deref(), audit.clone()),
+        };
         let hub = Hub::with_accounts(&config, transports.clone(), accounts, pins);
         if let Some(metrics) = telemetry.metrics() {
             metrics.only_listed(hub.tool_lister());

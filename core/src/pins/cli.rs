@@ -3,9 +3,9 @@
 //! is down can still be reviewed). An approval rewrites the pins file, which a running gateway
 //! notices (see [`super`]).
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::path::PathBuf;
 
-use super::{Pin, changes, diff, files, load, save};
+use super::{Tools, changes, diff, files, load};
 use clap::Subcommand;
 
 use crate::{audit::AuditLog, config::Config};
@@ -93,41 +93,32 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
         }
         PinsAction::Approve { server, tool, all } => {
             known(config, server)?;
-            let (mut pinned, mut pending) = read(&dir, server)?;
-            let names = chosen(server, &pending, tool.as_deref(), *all)?;
             let audit = AuditLog::from_config(config)?;
-            for name in &names {
-                if let Some(pin) = pending.remove(name) {
-                    let change = match pinned.get(name) {
-                        Some(old) => changes(&old.definition, &pin.definition).join(", "),
-                        None => "new".to_owned(),
-                    };
-                    if let Some(audit) = &audit {
-                        audit.pin(server, name, "approved", &change);
+            // Under the server's lock: a gateway re-pinning meanwhile loses nothing, nor this.
+            let approved = super::update(server, &files(&dir, server), |pinned, pending| {
+                let names = chosen(server, pending, tool.as_deref(), *all)?;
+                for name in &names {
+                    if let Some(pin) = pending.remove(name) {
+                        let change = match pinned.get(name) {
+                            Some(old) => changes(&old.definition, &pin.definition).join(", "),
+                            None => "new".to_owned(),
+                        };
+                        if let Some(audit) = &audit {
+                            audit.pin(server, name, "approved", &change);
+                        }
+                        pinned.insert(name.clone(), pin);
                     }
-                    pinned.insert(name.clone(), pin);
                 }
-            }
-            let (pins_file, pending_file) = files(&dir, server);
-            save(server, &pins_file, &pinned).map_err(|e| write_error(&pins_file, e))?;
-            let written = if pending.is_empty() {
-                std::fs::remove_file(&pending_file).or_else(|e| {
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        Ok(())
-                    } else {
-                        Err(e)
-                    }
-                })
-            } else {
-                save(server, &pending_file, &pending)
-            };
-            written.map_err(|e| write_error(&pending_file, e))?;
-            say(&format!("approved {}: {}", server, names.join(", ")));
+                Ok::<_, String>(names)
+            })??;
+            say(&format!("approved {}: {}", server, approved.join(", ")));
             Ok(())
         }
         PinsAction::Reset { server } => {
             known(config, server)?;
-            for file in <[PathBuf; 2]>::from(files(&dir, server)) {
+            let files = files(&dir, server);
+            let _lock = super::lock(&files.0).map_err(|e| write_error(&files.0, e))?;
+            for file in <[PathBuf; 2]>::from(files.clone()) {
                 match std::fs::remove_file(&file) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(write_error(&file, e));
@@ -145,8 +136,6 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
         }
     }
 }
-
-type Tools = BTreeMap<String, Pin>;
 
 fn known(config: &Config, server: &str) -> Result<(), String> {
     if config.servers.contains_key(server) {

@@ -13,13 +13,24 @@
 //!   pinned.
 //! - `off`: nothing is pinned.
 //!
+//! A new tool whose name looks like a pinned one's ([`lookalike`]: case, confusable letters,
+//! invisible characters, another separator) is held whatever `new-tools` says.
+//!
 //! The CLI approves by rewriting the pins file; a running gateway sees the file change (its
 //! modification time and size, polled, and checked again before a held call is refused) and
-//! lists that server's tools again.
+//! lists that server's tools again. Every read-modify-write of a server's files (a gateway's
+//! judging, an approval, a reset) holds an exclusive lock on `<server>.lock` beside them (the
+//! operating system's advisory file lock, released when its holder exits: no stale lock), and
+//! a writer reads the files again under the lock, so that no write is lost.
+//!
+//! `runbyte tools`, `call`, `probe` and `doctor` judge by the pins on disk without writing
+//! ([`Pins::read_only`]): a tool a gateway holds is refused there too; a server with no pins
+//! yet is judged as a first listing, in memory.
 
 // `runbyte pins` prints its answers.
 #[allow(clippy::print_stdout)]
 pub mod cli;
+pub mod lookalike;
 
 use std::{
     collections::BTreeMap,
@@ -77,7 +88,7 @@ impl Pin {
 pub struct PinFile {
     pub version: u32,
     pub server: String,
-    pub tools: BTreeMap<String, Pin>,
+    pub tools: Tools,
 }
 
 /// A tool left out of a listing by its pin, with the message a call to it is refused with.
@@ -232,6 +243,59 @@ pub fn save(server: &str, file: &Path, tools: &BTreeMap<String, Pin>) -> std::io
     crate::config::write_private(file, &text)
 }
 
+/// An exclusive lock on a server's pins (`<server>.lock` beside its pins file), held until
+/// dropped. Blocks while another process or thread holds it.
+pub struct Lock(#[allow(dead_code, reason = "held for its drop")] std::fs::File);
+
+/// Takes the lock of the server whose pins file is `pins_file`.
+pub fn lock(pins_file: &Path) -> std::io::Result<Lock> {
+    if let Some(dir) = pins_file.parent() {
+        crate::config::private_dir(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(pins_file.with_extension("lock"))?;
+    file.lock()?;
+    Ok(Lock(file))
+}
+
+/// Reads `server`'s pins and held definitions, lets `change` change them, and writes both
+/// back, all under the server's lock: what another writer wrote meanwhile is kept.
+pub fn update<R>(
+    server: &str,
+    (pins_file, pending_file): &(PathBuf, PathBuf),
+    change: impl FnOnce(&mut Tools, &mut Tools) -> R,
+) -> Result<R, String> {
+    let _lock = lock(pins_file).map_err(|e| format!("cannot lock {}: {e}", pins_file.display()))?;
+    let read = |file: &Path| {
+        load(server, file)
+            .map(|loaded| loaded.map(|file| file.tools).unwrap_or_default())
+            .map_err(|why| format!("cannot read {}: {why}", file.display()))
+    };
+    let (mut pinned, mut pending) = (read(pins_file)?, read(pending_file)?);
+    let answer = change(&mut pinned, &mut pending);
+    let written = |file: &Path, e: std::io::Error| format!("cannot write {}: {e}", file.display());
+    save(server, pins_file, &pinned).map_err(|e| written(pins_file, e))?;
+    save_pending(server, pending_file, &pending).map_err(|e| written(pending_file, e))?;
+    Ok(answer)
+}
+
+/// Writes the held definitions, or removes the file when there are none.
+fn save_pending(server: &str, file: &Path, pending: &Tools) -> std::io::Result<()> {
+    if !pending.is_empty() {
+        return save(server, file, pending);
+    }
+    match std::fs::remove_file(file) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// Definitions by tool name.
+pub type Tools = BTreeMap<String, Pin>;
+
 /// What identifies a version of a file on disk: its modification time and size.
 type Stamp = Option<(SystemTime, u64)>;
 
@@ -245,13 +309,15 @@ struct ServerPins {
     mode: PinMode,
     new_tools: Option<NewTools>,
     files: Option<(PathBuf, PathBuf)>,
+    /// Whether judging writes the files (a serving gateway) or only reads them (the CLI).
+    writes: bool,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
     /// `None` until the server's first listing is pinned (or after `runbyte pins reset`).
-    pins: Option<BTreeMap<String, Pin>>,
+    pins: Option<Tools>,
     /// The pins file as last read or written.
     stamp: Stamp,
     /// The held definitions already told (logged and audited), by tool and digest.
@@ -267,6 +333,18 @@ pub struct Pins {
 impl Pins {
     /// The pins of the configuration's servers, kept in `dir` (`None`: in memory only).
     pub fn new(config: &Config, dir: Option<&Path>, audit: Option<AuditLog>) -> Self {
+        Self::with(config, dir, audit, true)
+    }
+
+    /// The pins in `dir` as they are, for a command that serves no model (`runbyte tools`,
+    /// `call`, `probe`, `doctor`): judging reads them and never writes pins or held
+    /// definitions; a server with none yet is pinned as a first listing in memory. Only
+    /// [`Pins::approve`] writes.
+    pub fn read_only(config: &Config, dir: Option<&Path>, audit: Option<AuditLog>) -> Self {
+        Self::with(config, dir, audit, false)
+    }
+
+    fn with(config: &Config, dir: Option<&Path>, audit: Option<AuditLog>, writes: bool) -> Self {
         let servers = config
             .enabled_servers()
             .map(|(name, server)| {
@@ -274,6 +352,7 @@ impl Pins {
                     mode: server.pin.unwrap_or_default(),
                     new_tools: server.new_tools,
                     files: dir.map(|dir| files(dir, name)),
+                    writes,
                     state: Mutex::new(State::default()),
                 };
                 (name.clone(), pins)
@@ -294,6 +373,44 @@ impl Pins {
         pins.state.lock().is_ok_and(|state| state.stamp != now)
     }
 
+    /// Pins `pin` as `server`'s `tool`: in memory and (under the lock) in the pins file, and
+    /// drops it from the held definitions; audited as approved. A running gateway that holds
+    /// the tool serves it at its next listing. For a person's approval (`runbyte pins
+    /// approve`, an accepted `ask`); it writes even when read-only.
+    pub fn approve(&self, server: &str, tool: &str, pin: Pin) -> Result<(), String> {
+        let pins = self
+            .servers
+            .get(server)
+            .ok_or_else(|| format!("unknown server `{server}`"))?;
+        let mut state = pins
+            .state
+            .lock()
+            .map_err(|_| "the pins' lock is poisoned".to_owned())?;
+        let before = match &pins.files {
+            Some(files) => {
+                let (before, pinned) = update(server, files, |pinned, pending| {
+                    pending.remove(tool);
+                    let before = pinned.insert(tool.to_owned(), pin.clone());
+                    (before, pinned.clone())
+                })?;
+                state.pins = Some(pinned);
+                state.stamp = stamp(&files.0);
+                before
+            }
+            None => state
+                .pins
+                .get_or_insert_default()
+                .insert(tool.to_owned(), pin.clone()),
+        };
+        state.told.remove(tool);
+        let change = match before {
+            Some(old) => changes(&old.definition, &pin.definition).join(", "),
+            None => "new".to_owned(),
+        };
+        self.audit(server, tool, "approved", &change);
+        Ok(())
+    }
+
     /// Judges a listing of `server`'s `tools` against its pins: the tools served, and those held.
     pub fn judge(&self, server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Held>) {
         let Some(pins) = self.servers.get(server) else {
@@ -305,11 +422,25 @@ impl Pins {
         let Ok(mut state) = pins.state.lock() else {
             return (tools, Vec::new());
         };
+        let writes = pins.files.as_ref().filter(|_| pins.writes);
+        // A writer reads the files again under the lock whatever their stamp (two writes in
+        // one tick of the file system's clock can have the same one), so that it writes over
+        // nothing it did not read.
+        let _lock = match writes.map(|(file, _)| lock(file)) {
+            Some(Err(error)) => {
+                tracing::warn!(server, "cannot lock the tool pins: {error}; judged without");
+                None
+            }
+            locked => locked.and_then(Result::ok),
+        };
         if let Some((file, _)) = &pins.files {
             let now = stamp(file);
-            if state.pins.is_none() || state.stamp != now {
+            if writes.is_some() || state.pins.is_none() || state.stamp != now {
                 match load(server, file) {
-                    Ok(loaded) => state.pins = loaded.map(|file| file.tools),
+                    Ok(Some(loaded)) => state.pins = Some(loaded.tools),
+                    // None on disk: a first listing (or a reset), unless pinned in memory only.
+                    Ok(None) if writes.is_some() => state.pins = None,
+                    Ok(None) => {}
                     Err(why) => {
                         // Fail closed: every tool is held until a person approves or resets.
                         tracing::warn!(
@@ -326,24 +457,44 @@ impl Pins {
         }
         let first = state.pins.is_none();
         let mut pinned = state.pins.take().unwrap_or_default();
+        let mut skeletons = None;
         let mut repinned = first;
         let (mut served, mut held, mut pending) = (Vec::new(), Vec::new(), BTreeMap::new());
         for tool in tools {
             let name = tool.name.to_string();
             let pin = Pin::of(&tool);
+            let mut lookalike = || {
+                skeletons
+                    .get_or_insert_with(|| lookalike::Skeletons::of(pinned.keys()))
+                    .resembles(&name)
+                    .map(str::to_owned)
+            };
             let change = match pinned.get(&name) {
                 Some(old) if old.digest == pin.digest => {
                     served.push(tool);
                     continue;
                 }
                 Some(old) => changes(&old.definition, &pin.definition).join(", "),
-                None if first || pins.new_tools == Some(NewTools::Allow) => {
+                None if first => {
                     pinned.insert(name, pin);
-                    repinned = true;
                     served.push(tool);
                     continue;
                 }
-                None => "it is new since the first listing".to_owned(),
+                None => match lookalike() {
+                    Some(like) => format!(
+                        "it is new and its name {} looks like that of the pinned tool {} \
+                         (a lookalike)",
+                        shown(&name),
+                        shown(&like)
+                    ),
+                    None if pins.new_tools == Some(NewTools::Allow) => {
+                        pinned.insert(name, pin);
+                        repinned = true;
+                        served.push(tool);
+                        continue;
+                    }
+                    None => "it is new since the first listing".to_owned(),
+                },
             };
             let news = state.told.get(&name) != Some(&pin.digest);
             if pins.mode == PinMode::Warn {
@@ -355,6 +506,7 @@ impl Pins {
                          (`pin = \"warn\"`)"
                     );
                     self.audit(server, &name, "warned", &change);
+                    state.told.insert(name.clone(), pin.digest.clone());
                 }
                 pinned.insert(name, pin);
                 repinned = true;
@@ -382,7 +534,7 @@ impl Pins {
             });
             pending.insert(name, pin);
         }
-        if let Some((file, pending_file)) = &pins.files {
+        if let Some((file, pending_file)) = writes {
             if repinned {
                 match save(server, file, &pinned) {
                     Ok(()) => state.stamp = stamp(file),
@@ -393,15 +545,7 @@ impl Pins {
                     ),
                 }
             }
-            let written = if pending.is_empty() {
-                match std::fs::remove_file(pending_file) {
-                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
-                    _ => Ok(()),
-                }
-            } else {
-                save(server, pending_file, &pending)
-            };
-            if let Err(error) = written {
+            if let Err(error) = save_pending(server, pending_file, &pending) {
                 tracing::warn!(
                     server,
                     file = %pending_file.display(),
@@ -418,6 +562,21 @@ impl Pins {
             audit.pin(server, tool, action, change);
         }
     }
+}
+
+/// `name` between backquotes, with every character outside printable ASCII written as its code
+/// point (`r\u{435}ad`), so that a lookalike shows how it differs.
+pub fn shown(name: &str) -> String {
+    let mut out = String::from("`");
+    for c in name.chars() {
+        if c.is_ascii_graphic() || c == ' ' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    out.push('`');
+    out
 }
 
 #[cfg(test)]
