@@ -111,7 +111,7 @@ impl State {
                 tool.description = Some(description.clone().into());
             }
         }
-        tools
+        changed_on_disk(tools)
     }
 
     /// Gives the listed tool `name` a new description.
@@ -486,3 +486,31 @@ impl ServerHandler for TestServer {
 
 #[cfg(test)]
 mod tests;
+
+/// The variable naming a JSON file of changes to the listed tools, read at every listing, so
+/// that a change survives a restart: `{"<tool>": {"description": .., "inputSchema": ..,
+/// "annotations": .., "name": "<its new name>"}}`, each field replacing the tool's.
+pub const TOOL_CHANGES_VAR: &str = "RUNBYTE_TEST_TOOL_CHANGES";
+
+fn changed_on_disk(tools: Vec<Tool>) -> Vec<Tool> {
+    let Some(file) = std::env::var_os(TOOL_CHANGES_VAR) else {
+        return tools;
+    };
+    let changes: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    tools
+        .into_iter()
+        .map(|tool| {
+            let Some(serde_json::Value::Object(change)) = changes.get(tool.name.as_ref()) else {
+                return tool;
+            };
+            let Ok(serde_json::Value::Object(mut listed)) = serde_json::to_value(&tool) else {
+                return tool;
+            };
+            listed.extend(change.clone());
+            serde_json::from_value(serde_json::Value::Object(listed)).unwrap_or(tool)
+        })
+        .collect()
+}
