@@ -476,3 +476,87 @@ async fn a_rename_is_held_as_new_and_a_lookalike_rename_even_when_new_tools_are_
     assert!(note.contains("a lookalike"), "{note}");
     client.cancel().await.unwrap();
 }
+
+/// A prompt is pinned at its first listing; a changed one is absent from `prompts/list` and
+/// refused by `prompts/get` until `runbyte pins approve`.
+#[tokio::test]
+async fn a_changed_prompt_is_held_out_of_the_list_and_refused_until_approved() {
+    use rmcp::model::GetPromptRequestParams;
+    let dir = TempDir::new("pins-prompt");
+    let changes = dir.path().join("changes.json").display().to_string();
+    let extra = format!("expose = \"both\"\nenv = {{ RUNBYTE_TEST_TOOL_CHANGES = {changes:?} }}\n");
+    let table = test_server_table("t", &["--mode", "conformance"], &extra);
+    dir.write("runbyte.toml", &config_of(&[table]));
+    let client = client(&dir).await;
+    let names = |prompts: Vec<rmcp::model::Prompt>| -> Vec<String> {
+        prompts.into_iter().map(|prompt| prompt.name).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = names(client.peer().list_all_prompts().await.unwrap());
+        if listed.iter().any(|name| name == "t_test_simple_prompt") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{listed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let changes = json!({"prompt:test_simple_prompt": {"description": POISONED}});
+    dir.write("changes.json", &changes.to_string());
+    let (text, error) = call(&client, "t_test_trigger_prompt_change", json!({})).await;
+    assert!(!error, "{text}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = names(client.peer().list_all_prompts().await.unwrap());
+        if !listed.iter().any(|name| name == "t_test_simple_prompt") {
+            assert!(
+                listed.iter().any(|name| name == "t_test_prompt_with_image"),
+                "{listed:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the changed prompt stayed listed: {listed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let refused = client
+        .peer()
+        .get_prompt(GetPromptRequestParams::new("t_test_simple_prompt"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("prompt `test_simple_prompt` of server `t` is held")
+            && refused.contains("its description changed")
+            && refused.contains("runbyte pins approve t test_simple_prompt"),
+        "{refused}"
+    );
+    let listed = run(dir.path(), &["pins", "list"]);
+    assert!(
+        listed.stdout.contains("prompt test_simple_prompt")
+            && listed.stdout.contains("changed: description"),
+        "{}{}",
+        listed.stdout,
+        listed.stderr
+    );
+    let approved = run(dir.path(), &["pins", "approve", "t", "test_simple_prompt"]);
+    assert_eq!(
+        approved.code,
+        Some(0),
+        "{}{}",
+        approved.stdout,
+        approved.stderr
+    );
+    let listed = names(client.peer().list_all_prompts().await.unwrap());
+    assert!(
+        listed.iter().any(|name| name == "t_test_simple_prompt"),
+        "{listed:?}"
+    );
+    let got = client
+        .peer()
+        .get_prompt(GetPromptRequestParams::new("t_test_simple_prompt"))
+        .await;
+    assert!(got.is_ok(), "{got:?}");
+    client.cancel().await.unwrap();
+}

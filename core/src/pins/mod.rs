@@ -39,7 +39,7 @@ use std::{
     time::SystemTime,
 };
 
-use rmcp::model::Tool;
+use rmcp::model::{Prompt, ResourceTemplate, Tool};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -58,6 +58,63 @@ pub const FIELDS: [(&str, &str); 6] = [
     ("outputSchema", "output schema"),
     ("annotations", "annotations"),
 ];
+/// The fields of a prompt that are pinned.
+pub const PROMPT_FIELDS: [(&str, &str); 4] = [
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("arguments", "arguments"),
+];
+/// The fields of a resource template that are pinned.
+pub const TEMPLATE_FIELDS: [(&str, &str); 6] = [
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("uriTemplate", "URI template"),
+    ("mimeType", "MIME type"),
+    ("annotations", "annotations"),
+];
+/// Every pinned field of every kind, for telling what changed.
+const ALL_FIELDS: [(&str, &str); 9] = [
+    ("name", "name"),
+    ("title", "title"),
+    ("description", "description"),
+    ("inputSchema", "input schema"),
+    ("outputSchema", "output schema"),
+    ("arguments", "arguments"),
+    ("uriTemplate", "URI template"),
+    ("mimeType", "MIME type"),
+    ("annotations", "annotations"),
+];
+
+/// What a pinned definition defines: a tool, a prompt or a resource template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Tool,
+    Prompt,
+    Template,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::Template];
+
+    /// How a message names one.
+    pub fn told(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+            Kind::Template => "resource template",
+        }
+    }
+
+    fn fields(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Kind::Tool => &FIELDS,
+            Kind::Prompt => &PROMPT_FIELDS,
+            Kind::Template => &TEMPLATE_FIELDS,
+        }
+    }
+}
 /// The largest pins or pending file read back.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// The version of the files' format; a file of another version is ignored.
@@ -75,7 +132,12 @@ pub struct Pin {
 impl Pin {
     /// The pin of `tool` as listed.
     pub fn of(tool: &Tool) -> Pin {
-        let definition = definition(tool);
+        Pin::of_listed(Kind::Tool, tool)
+    }
+
+    /// The pin of a listed tool, prompt or template (`listed` as it serializes).
+    pub fn of_listed(kind: Kind, listed: &impl Serialize) -> Pin {
+        let definition = definition_of(kind, &serde_json::to_value(listed).unwrap_or_default());
         Pin {
             digest: digest(&definition),
             definition,
@@ -83,12 +145,58 @@ impl Pin {
     }
 }
 
-/// One server's pins file (and, of the same shape, its pending file).
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// One server's pins file (and, of the same shape, its pending file). `prompts` and
+/// `templates` are absent until the server's first listing of them (and in files written
+/// before they were pinned).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct PinFile {
     pub version: u32,
     pub server: String,
     pub tools: Tools,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Tools>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub templates: Option<Tools>,
+}
+
+/// A server's pins (or held definitions) of each kind; `None`: that kind was never listed.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct PinSet {
+    pub tools: Option<Tools>,
+    pub prompts: Option<Tools>,
+    pub templates: Option<Tools>,
+}
+
+impl PinSet {
+    pub fn kind(&self, kind: Kind) -> Option<&Tools> {
+        match kind {
+            Kind::Tool => self.tools.as_ref(),
+            Kind::Prompt => self.prompts.as_ref(),
+            Kind::Template => self.templates.as_ref(),
+        }
+    }
+
+    pub fn kind_mut(&mut self, kind: Kind) -> &mut Option<Tools> {
+        match kind {
+            Kind::Tool => &mut self.tools,
+            Kind::Prompt => &mut self.prompts,
+            Kind::Template => &mut self.templates,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        Kind::ALL
+            .iter()
+            .all(|kind| self.kind(*kind).is_none_or(BTreeMap::is_empty))
+    }
+
+    fn of_file(file: PinFile) -> PinSet {
+        PinSet {
+            tools: Some(file.tools),
+            prompts: file.prompts,
+            templates: file.templates,
+        }
+    }
 }
 
 /// A tool left out of a listing by its pin, with the message a call to it is refused with.
@@ -156,11 +264,15 @@ pub fn note(server: &str, held: &[Held]) -> String {
 
 /// The pinned fields of a tool: those it has, as listed.
 pub fn definition(tool: &Tool) -> Value {
-    let listed = serde_json::to_value(tool).unwrap_or_default();
+    definition_of(Kind::Tool, &serde_json::to_value(tool).unwrap_or_default())
+}
+
+/// The pinned fields of a kind's listed definition: those it has.
+fn definition_of(kind: Kind, listed: &Value) -> Value {
     let mut picked = serde_json::Map::new();
-    for (field, _) in FIELDS {
+    for (field, _) in kind.fields() {
         if let Some(value) = listed.get(field).filter(|value| !value.is_null()) {
-            picked.insert(field.to_owned(), value.clone());
+            picked.insert((*field).to_owned(), value.clone());
         }
     }
     Value::Object(picked)
@@ -206,7 +318,7 @@ fn canonical(value: &Value, out: &mut String) {
 
 /// Which pinned fields differ between two definitions, as a reader names them.
 pub fn changes(old: &Value, new: &Value) -> Vec<&'static str> {
-    FIELDS
+    ALL_FIELDS
         .iter()
         .filter(|(field, _)| {
             let (a, b) = (old.get(field), new.get(field));
@@ -219,7 +331,7 @@ pub fn changes(old: &Value, new: &Value) -> Vec<&'static str> {
 /// A readable diff of two definitions: each changed field, its old and new text.
 pub fn diff(old: &Value, new: &Value) -> String {
     let mut out = String::new();
-    for (field, told) in FIELDS {
+    for (field, told) in ALL_FIELDS {
         let (a, b) = (old.get(field), new.get(field));
         if a.map(digest) == b.map(digest) {
             continue;
@@ -287,13 +399,14 @@ pub fn load(server: &str, file: &Path) -> Result<Option<PinFile>, String> {
     Ok(Some(pins))
 }
 
-/// Writes `server`'s `tools` to `file`, privately and atomically; an empty pending file is
-/// removed instead.
-pub fn save(server: &str, file: &Path, tools: &BTreeMap<String, Pin>) -> std::io::Result<()> {
+/// Writes `server`'s `pins` to `file`, privately and atomically.
+pub fn save(server: &str, file: &Path, pins: &PinSet) -> std::io::Result<()> {
     let pins = PinFile {
         version: FORMAT,
         server: server.to_owned(),
-        tools: tools.clone(),
+        tools: pins.tools.clone().unwrap_or_default(),
+        prompts: pins.prompts.clone(),
+        templates: pins.templates.clone(),
     };
     let text = serde_json::to_vec_pretty(&pins).map_err(std::io::Error::other)?;
     crate::config::write_private(file, &text)
@@ -322,12 +435,12 @@ pub fn lock(pins_file: &Path) -> std::io::Result<Lock> {
 pub fn update<R>(
     server: &str,
     (pins_file, pending_file): &(PathBuf, PathBuf),
-    change: impl FnOnce(&mut Tools, &mut Tools) -> R,
+    change: impl FnOnce(&mut PinSet, &mut PinSet) -> R,
 ) -> Result<R, String> {
     let _lock = lock(pins_file).map_err(|e| format!("cannot lock {}: {e}", pins_file.display()))?;
     let read = |file: &Path| {
         load(server, file)
-            .map(|loaded| loaded.map(|file| file.tools).unwrap_or_default())
+            .map(|loaded| loaded.map(PinSet::of_file).unwrap_or_default())
             .map_err(|why| format!("cannot read {}: {why}", file.display()))
     };
     let (mut pinned, mut pending) = (read(pins_file)?, read(pending_file)?);
@@ -339,7 +452,7 @@ pub fn update<R>(
 }
 
 /// Writes the held definitions, or removes the file when there are none.
-fn save_pending(server: &str, file: &Path, pending: &Tools) -> std::io::Result<()> {
+fn save_pending(server: &str, file: &Path, pending: &PinSet) -> std::io::Result<()> {
     if !pending.is_empty() {
         return save(server, file, pending);
     }
@@ -372,12 +485,13 @@ struct ServerPins {
 
 #[derive(Default)]
 struct State {
-    /// `None` until the server's first listing is pinned (or after `runbyte pins reset`).
-    pins: Option<Tools>,
+    /// What is pinned, of each kind; a kind is `None` until its first listing is pinned (or
+    /// after `runbyte pins reset`).
+    pins: PinSet,
     /// The pins file as last read or written.
     stamp: Stamp,
-    /// The held definitions already told (logged and audited), by tool and digest.
-    told: BTreeMap<String, String>,
+    /// The held definitions already told (logged and audited), by kind and name, and digest.
+    told: BTreeMap<(Kind, String), String>,
 }
 
 /// Every server's pins. One per Hub.
@@ -434,6 +548,17 @@ impl Pins {
     /// the tool serves it at its next listing. For a person's approval (`runbyte pins
     /// approve`, an accepted `ask`); it writes even when read-only.
     pub fn approve(&self, server: &str, tool: &str, pin: Pin) -> Result<(), String> {
+        self.approve_kind(server, Kind::Tool, tool, pin)
+    }
+
+    /// [`Pins::approve`] of a tool, a prompt or a resource template.
+    pub fn approve_kind(
+        &self,
+        server: &str,
+        kind: Kind,
+        name: &str,
+        pin: Pin,
+    ) -> Result<(), String> {
         let pins = self
             .servers
             .get(server)
@@ -445,38 +570,90 @@ impl Pins {
         let before = match &pins.files {
             Some(files) => {
                 let (before, pinned) = update(server, files, |pinned, pending| {
-                    pending.remove(tool);
-                    let before = pinned.insert(tool.to_owned(), pin.clone());
+                    if let Some(pending) = pending.kind_mut(kind) {
+                        pending.remove(name);
+                    }
+                    let before = pinned
+                        .kind_mut(kind)
+                        .get_or_insert_default()
+                        .insert(name.to_owned(), pin.clone());
                     (before, pinned.clone())
                 })?;
-                state.pins = Some(pinned);
+                state.pins = pinned;
                 state.stamp = stamp(&files.0);
                 before
             }
             None => state
                 .pins
+                .kind_mut(kind)
                 .get_or_insert_default()
-                .insert(tool.to_owned(), pin.clone()),
+                .insert(name.to_owned(), pin.clone()),
         };
-        state.told.remove(tool);
+        state.told.remove(&(kind, name.to_owned()));
         let change = match before {
             Some(old) => changes(&old.definition, &pin.definition).join(", "),
             None => "new".to_owned(),
         };
-        self.audit(server, tool, "approved", &change);
+        self.audit(server, name, "approved", &change);
         Ok(())
     }
 
     /// Judges a listing of `server`'s `tools` against its pins: the tools served, and those held.
     pub fn judge(&self, server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Held>) {
+        self.judge_listed(server, Kind::Tool, tools)
+    }
+
+    /// [`Pins::judge`] of a listing of prompts: a held one is left out of `prompts/list` and
+    /// refused by `prompts/get`.
+    pub fn judge_prompts(&self, server: &str, prompts: Vec<Prompt>) -> (Vec<Prompt>, Vec<Held>) {
+        self.judge_listed(server, Kind::Prompt, prompts)
+    }
+
+    /// [`Pins::judge`] of a listing of resource templates.
+    pub fn judge_templates(
+        &self,
+        server: &str,
+        templates: Vec<ResourceTemplate>,
+    ) -> (Vec<ResourceTemplate>, Vec<Held>) {
+        self.judge_listed(server, Kind::Template, templates)
+    }
+
+    fn judge_listed<T: Serialize + Named>(
+        &self,
+        server: &str,
+        kind: Kind,
+        items: Vec<T>,
+    ) -> (Vec<T>, Vec<Held>) {
+        let judged: Vec<(String, Pin)> = items
+            .iter()
+            .map(|item| (item.name().to_owned(), Pin::of_listed(kind, item)))
+            .collect();
+        let (served, held) = self.judge_kind(server, kind, judged);
+        let items = items
+            .into_iter()
+            .zip(served)
+            .filter_map(|(item, served)| served.then_some(item))
+            .collect();
+        (items, held)
+    }
+
+    /// Judges one kind's listing (each item's name and pin) against the pins: whether each is
+    /// served, and those held.
+    fn judge_kind(
+        &self,
+        server: &str,
+        kind: Kind,
+        items: Vec<(String, Pin)>,
+    ) -> (Vec<bool>, Vec<Held>) {
+        let all = || vec![true; items.len()];
         let Some(pins) = self.servers.get(server) else {
-            return (tools, Vec::new());
+            return (all(), Vec::new());
         };
         if pins.mode == PinMode::Off {
-            return (tools, Vec::new());
+            return (all(), Vec::new());
         }
         let Ok(mut state) = pins.state.lock() else {
-            return (tools, Vec::new());
+            return (all(), Vec::new());
         };
         let writes = pins.files.as_ref().filter(|_| pins.writes);
         // A writer reads the files again under the lock whatever their stamp (two writes in
@@ -491,11 +668,11 @@ impl Pins {
         };
         if let Some((file, _)) = &pins.files {
             let now = stamp(file);
-            if writes.is_some() || state.pins.is_none() || state.stamp != now {
+            if writes.is_some() || state.pins.tools.is_none() || state.stamp != now {
                 match load(server, file) {
-                    Ok(Some(loaded)) => state.pins = Some(loaded.tools),
+                    Ok(Some(loaded)) => state.pins = PinSet::of_file(loaded),
                     // None on disk: a first listing (or a reset), unless pinned in memory only.
-                    Ok(None) if writes.is_some() => state.pins = None,
+                    Ok(None) if writes.is_some() => state.pins = PinSet::default(),
                     Ok(None) => {}
                     Err(why) => {
                         // Fail closed: every tool is held until a person approves or resets.
@@ -505,20 +682,23 @@ impl Pins {
                             "cannot read the tool pins: {why}; every tool is held until \
                              `runbyte pins approve {server} --all` or `runbyte pins reset {server}`"
                         );
-                        state.pins = Some(BTreeMap::new());
+                        state.pins = PinSet {
+                            tools: Some(Tools::new()),
+                            prompts: Some(Tools::new()),
+                            templates: Some(Tools::new()),
+                        };
                     }
                 }
                 state.stamp = now;
             }
         }
-        let first = state.pins.is_none();
-        let mut pinned = state.pins.take().unwrap_or_default();
+        let first = state.pins.kind(kind).is_none();
+        let mut pinned = state.pins.kind_mut(kind).take().unwrap_or_default();
         let mut skeletons = None;
         let mut repinned = first;
+        let told = kind.told();
         let (mut served, mut held, mut pending) = (Vec::new(), Vec::new(), BTreeMap::new());
-        for tool in tools {
-            let name = tool.name.to_string();
-            let pin = Pin::of(&tool);
+        for (name, pin) in items {
             let mut lookalike = || {
                 skeletons
                     .get_or_insert_with(|| lookalike::Skeletons::of(pinned.keys()))
@@ -527,18 +707,18 @@ impl Pins {
             };
             let change = match pinned.get(&name) {
                 Some(old) if old.digest == pin.digest => {
-                    served.push(tool);
+                    served.push(true);
                     continue;
                 }
                 Some(old) => changes(&old.definition, &pin.definition).join(", "),
                 None if first => {
                     pinned.insert(name, pin);
-                    served.push(tool);
+                    served.push(true);
                     continue;
                 }
                 None => match lookalike() {
                     Some(like) => format!(
-                        "it is new and its name {} looks like that of the pinned tool {} \
+                        "it is new and its name {} looks like that of the pinned {told} {} \
                          (a lookalike)",
                         shown(&name),
                         shown(&like)
@@ -546,27 +726,28 @@ impl Pins {
                     None if pins.new_tools == Some(NewTools::Allow) => {
                         pinned.insert(name, pin);
                         repinned = true;
-                        served.push(tool);
+                        served.push(true);
                         continue;
                     }
                     None => "it is new since the first listing".to_owned(),
                 },
             };
-            let news = state.told.get(&name) != Some(&pin.digest);
+            let key = (kind, name.clone());
+            let news = state.told.get(&key) != Some(&pin.digest);
             if pins.mode == PinMode::Warn {
                 if news {
                     tracing::warn!(
                         server,
                         tool = %name,
-                        "tool `{server}/{name}` changed ({change}); served all the same \
+                        "{told} `{server}/{name}` changed ({change}); served all the same \
                          (`pin = \"warn\"`)"
                     );
                     self.audit(server, &name, "warned", &change);
-                    state.told.insert(name.clone(), pin.digest.clone());
+                    state.told.insert(key, pin.digest.clone());
                 }
                 pinned.insert(name, pin);
                 repinned = true;
-                served.push(tool);
+                served.push(true);
                 continue;
             }
             let what = if pinned.contains_key(&name) {
@@ -575,19 +756,19 @@ impl Pins {
                 change.clone()
             };
             let message = format!(
-                "tool `{name}` of server `{server}` is held: {what}; a person must review \
+                "{told} `{name}` of server `{server}` is held: {what}; a person must review \
                  the change (`runbyte pins diff {server} {name}`) and approve it with \
                  `runbyte pins approve {server} {name}`"
             );
             if news {
                 tracing::warn!(server, tool = %name, "{message}");
                 self.audit(server, &name, "held", &change);
-                state.told.insert(name.clone(), pin.digest.clone());
+                state.told.insert(key, pin.digest.clone());
             }
             let review = match pinned.get(&name) {
                 Some(old) => diff(&old.definition, &pin.definition),
                 None => format!(
-                    "new tool, not pinned; its definition:\n{}",
+                    "new {told}, not pinned; its definition:\n{}",
                     serde_json::to_string_pretty(&pin.definition).unwrap_or_default()
                 ),
             };
@@ -596,11 +777,16 @@ impl Pins {
                 message,
                 review,
             });
+            served.push(false);
             pending.insert(name, pin);
         }
+        *state.pins.kind_mut(kind) = Some(pinned);
+        // Nothing is written before the tools' first listing is pinned: a file without them
+        // would make every tool new.
+        let writes = writes.filter(|_| state.pins.tools.is_some());
         if let Some((file, pending_file)) = writes {
             if repinned {
-                match save(server, file, &pinned) {
+                match save(server, file, &state.pins) {
                     Ok(()) => state.stamp = stamp(file),
                     Err(error) => tracing::warn!(
                         server,
@@ -609,7 +795,14 @@ impl Pins {
                     ),
                 }
             }
-            if let Err(error) = save_pending(server, pending_file, &pending) {
+            // The other kinds' held definitions, as on disk (read under the lock), are kept.
+            let mut held_set = load(server, pending_file)
+                .ok()
+                .flatten()
+                .map(PinSet::of_file)
+                .unwrap_or_default();
+            *held_set.kind_mut(kind) = Some(pending);
+            if let Err(error) = save_pending(server, pending_file, &held_set) {
                 tracing::warn!(
                     server,
                     file = %pending_file.display(),
@@ -617,7 +810,6 @@ impl Pins {
                 );
             }
         }
-        state.pins = Some(pinned);
         (served, held)
     }
 
@@ -625,6 +817,29 @@ impl Pins {
         if let Some(audit) = &self.audit {
             audit.pin(server, tool, action, change);
         }
+    }
+}
+
+/// What has a name in a listing.
+pub trait Named {
+    fn name(&self) -> &str;
+}
+
+impl Named for Tool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for Prompt {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for ResourceTemplate {
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 
