@@ -269,8 +269,20 @@ impl CodegenDriver {
                         .filter(|tool| !crate::hub::is_app_only(tool))
                         .cloned()
                         .collect();
-                    self.generate_server(server, folder, tools.into(), &view.warnings)
-                        .await
+                    let generated = self
+                        .generate_server(server, folder, tools.into(), &view.warnings)
+                        .await;
+                    // Held tools, and those awaiting `pin = "ask"`, are told of in a note
+                    // beside the modules (never a module).
+                    let asked = self.hub.pins().asked(server);
+                    generated.map(|mut files| {
+                        if !view.held.is_empty() || !asked.is_empty() {
+                            let note = crate::pins::note(server, &view.held, &asked);
+                            let path = format!("/servers/{folder}/{}", crate::pins::NOTE);
+                            files.files.push((path, File::new(note)));
+                        }
+                        files
+                    })
                 }
                 Some(view) => Ok(match view.status {
                     Status::Failed { error, .. } => {

@@ -84,6 +84,22 @@ impl Gateway {
     /// [`Gateway::hub_only`] with the servers' OAuth accounts given (`runbyte probe` keeps its
     /// credentials in memory).
     pub fn hub_only_with(config: Config, accounts: Accounts) -> Arc<Self> {
+        Self::hub_only_pinned(config, accounts, crate::pins::default_dir())
+    }
+
+    /// [`Gateway::hub_only`] whose tool pins are kept in memory alone (a first listing is
+    /// pinned, nothing is read from or written to the state folder): for in-process tests and
+    /// benches, which share one process and so one state folder.
+    pub fn hub_only_in_memory(config: Config) -> Arc<Self> {
+        let accounts = Accounts::new(&config);
+        Self::hub_only_pinned(config, accounts, None)
+    }
+
+    fn hub_only_pinned(
+        config: Config,
+        accounts: Accounts,
+        pins: Option<std::path::PathBuf>,
+    ) -> Arc<Self> {
         let search = PluginSearch::from_config(&config);
         // `runbyte tools` and `runbyte call` run no execution: nothing to trace or count.
         Self::assemble(
@@ -94,6 +110,7 @@ impl Gateway {
             None,
             Telemetry::default(),
             accounts,
+            pins,
         )
     }
 
@@ -124,6 +141,7 @@ impl Gateway {
             audit,
             telemetry,
             accounts,
+            crate::pins::default_dir(),
         );
         // A key file or a store that cannot be used is a start-up error, not a surprise at the
         // first pause.
@@ -135,6 +153,10 @@ impl Gateway {
         Ok(gateway)
     }
 
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "each is one part of the gateway its constructors choose"
+    )]
     fn assemble(
         config: Config,
         search: PluginSearch,
@@ -143,14 +165,17 @@ impl Gateway {
         audit: Option<AuditLog>,
         telemetry: Telemetry,
         accounts: Accounts,
+        pins_dir: Option<std::path::PathBuf>,
     ) -> Arc<Self> {
         crate::redact::install(&crate::redact::Secrets::from_config(&config));
         let transports = Arc::new(Transports::new(&config, search));
-        // Only a serving gateway (it has a dialect) keeps pins in the state folder; `runbyte
-        // tools`, `call`, `probe` and `doctor` (and in-process tests) judge in memory alone, as a
-        // first listing: a person at the command line, not a model, reads and calls there.
-        let dir = crate::pins::default_dir().filter(|_| dialect.is_some());
-        let pins = crate::pins::Pins::new(&config, dir.as_deref(), audit.clone());
+        // Only a serving gateway (it has a dialect) writes pins; `runbyte tools`, `call`,
+        // `probe` and `doctor` judge by them read-only, so a held tool is held there too.
+        let dir = pins_dir;
+        let pins = match dialect {
+            Some(_) => crate::pins::Pins::new(&config, dir.as_deref(), audit.clone()),
+            None => crate::pins::Pins::read_only(&config, dir.as_deref(), audit.clone()),
+        };
         let hub = Hub::with_accounts(&config, transports.clone(), accounts, pins);
         if let Some(metrics) = telemetry.metrics() {
             metrics.only_listed(hub.tool_lister());

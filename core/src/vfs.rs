@@ -318,6 +318,9 @@ impl Snapshot {
             let tool = server
                 .and_then(|s| s.tools.iter().find(|t| t.path == full))
                 .or_else(|| self.skills.iter().find(|t| t.path == full));
+            if with_descriptions && tool.is_none() && file == crate::pins::NOTE {
+                out.push_str("  tools held until a person approves them (what changed, untrusted)");
+            }
             if with_descriptions && let Some(tool) = tool {
                 let original = if tool.name != tool.identifier && tool.server != "skills" {
                     format!("[tool `{}`] ", tool.name)
@@ -364,7 +367,11 @@ impl Snapshot {
 
     /// The module paths, for "no such module" errors.
     pub fn module_paths(&self) -> Vec<String> {
-        self.files.keys().cloned().collect()
+        self.files
+            .keys()
+            .filter(|path| !is_note(path))
+            .cloned()
+            .collect()
     }
 
     /// The servers still starting whose folders `code` names (`servers/<folder>`), or every
@@ -590,12 +597,22 @@ pub fn normalize(path: &str) -> Result<String, VfsError> {
     Ok(format!("/{}", parts.join("/")))
 }
 
+/// Whether `path` is a server folder's note of its held tools ([`crate::pins::NOTE`]).
+fn is_note(path: &str) -> bool {
+    path.strip_suffix(crate::pins::NOTE)
+        .is_some_and(|folder| folder.starts_with("/servers/") && folder.ends_with('/'))
+}
+
 /// A snapshot's modules as the sandbox imports them: TypeScript transpiled on first use and
 /// kept with the file (so once per tool-list change), JavaScript as it is.
 pub struct Modules(pub Arc<Snapshot>);
 
 impl crate::sandbox::ModuleProvider for Modules {
     fn load(&self, path: &str) -> Option<Arc<str>> {
+        // A held tool's note is read, never run: what it quotes is a server's untrusted text.
+        if is_note(path) {
+            return None;
+        }
         let file = self.0.files.get(path)?;
         let compiled = file.compiled.get_or_init(|| {
             let text = file.text()?;

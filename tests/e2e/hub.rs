@@ -20,7 +20,7 @@ fn text_of(result: &rmcp::model::CallToolResult) -> String {
 }
 
 async fn start(dir: &TempDir, tables: &[String]) -> std::sync::Arc<Gateway> {
-    let runtime = Gateway::hub_only(parse_config(dir.path(), &config_of(tables)));
+    let runtime = Gateway::hub_only_in_memory(parse_config(dir.path(), &config_of(tables)));
     runtime.hub().start().await;
     runtime
 }
@@ -628,7 +628,7 @@ fn children_with(marker: &str) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_still_connecting_holds_up_neither_readers_nor_calls_nor_shutdown() {
     let dir = TempDir::new("hub-connecting");
-    let runtime = Gateway::hub_only(parse_config(
+    let runtime = Gateway::hub_only_in_memory(parse_config(
         dir.path(),
         &config_of(&[
             test_server_table("good", &[], ""),

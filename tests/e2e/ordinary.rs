@@ -38,7 +38,7 @@ fn recorded(record: &std::path::Path) -> Vec<Value> {
 }
 
 async fn hub_of(dir: &TempDir, tables: &[String]) -> std::sync::Arc<Gateway> {
-    let gateway = Gateway::hub_only(parse_config(dir.path(), &config_of(tables)));
+    let gateway = Gateway::hub_only_in_memory(parse_config(dir.path(), &config_of(tables)));
     tokio::time::timeout(Duration::from_secs(60), gateway.hub().start())
         .await
         .expect("the servers did not start within a minute");

@@ -238,7 +238,7 @@ fn exec_leaves_no_downstream_process() {
 #[tokio::test]
 async fn a_restarted_server_leaves_no_process_of_its_old_group() {
     let dir = TempDir::new("shutdown-restart");
-    let runtime = Gateway::hub_only(parse_config(
+    let runtime = Gateway::hub_only_in_memory(parse_config(
         dir.path(),
         &config_of(&[test_server_table("t", &[], "")]),
     ));

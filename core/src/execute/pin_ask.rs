@@ -139,7 +139,7 @@ async fn ask(
     let still = pins
         .asking(server, tool)
         .is_some_and(|now| now.new.digest == asked.new.digest);
-    if still && let Err(why) = pins.approve(server, tool, &asked.new) {
+    if still && let Err(why) = pins.approve(server, tool, asked.new.clone()) {
         // Approved in memory all the same: this process serves it.
         tracing::warn!(server, tool, "the approval is not kept on disk: {why}");
     }

@@ -397,6 +397,23 @@ impl CatalogError {
     }
 }
 
+/// `lists` with each server's items judged by `judge` (its pins): those it serves.
+fn judged<T: Clone + Serialize>(
+    lists: Vec<(String, Arc<Listing<T>>)>,
+    judge: impl Fn(&str, Vec<T>) -> Vec<T>,
+) -> Vec<(String, Arc<Listing<T>>)> {
+    lists
+        .into_iter()
+        .map(|(server, listing)| {
+            let served = judge(&server, listing.items.clone());
+            if served.len() == listing.items.len() {
+                return (server, listing);
+            }
+            (server, Arc::new(Listing::new(served)))
+        })
+        .collect()
+}
+
 /// Lists every page of one kind of item, at most [`MAX_PAGES`] pages, [`MAX_ITEMS`] items and
 /// [`MAX_SERVER_LIST_BYTES`] (as JSON, after `rename`), and measures each.
 async fn list_pages<T, F, Fut>(
@@ -641,6 +658,10 @@ impl Hub {
     /// template two servers would share is given to neither.
     pub async fn list_resource_templates(&self) -> Gathered<ResourceTemplate> {
         let lists = self.templates_of(None).await;
+        // A template held by its pin is left out (see `crate::pins`).
+        let lists = judged(lists, |server, items| {
+            self.inner.pins.judge_templates(server, items).0
+        });
         let lists = self.without_shared("resource template", lists, |t: &ResourceTemplate| {
             &t.uri_template
         });
@@ -710,19 +731,11 @@ impl Hub {
     /// Every server's prompts, with the server's name (the gateway names them for clients),
     /// within the bounds.
     pub async fn list_prompts(&self) -> Vec<(String, Vec<Prompt>)> {
-        let lists = self
-            .gather(
-                "prompts",
-                Connection::offers_prompts,
-                &self.inner.lists.prompts,
-                None,
-                |_, _, _| {},
-                |peer, params| async move {
-                    let page = peer.list_prompts(params).await?;
-                    Ok((page.prompts, page.next_cursor))
-                },
-            )
-            .await;
+        let lists = self.prompts_of(None).await;
+        // A prompt held by its pin is left out (and refused by `get_prompt`).
+        let lists = judged(lists, |server, items| {
+            self.inner.pins.judge_prompts(server, items).0
+        });
         let servers: Vec<String> = lists.iter().map(|(server, _)| server.clone()).collect();
         let gathered = Gathered::within_total("prompts", lists);
         servers
@@ -730,6 +743,21 @@ impl Hub {
             .zip(gathered.parts)
             .map(|(server, (listing, kept))| (server, listing.items[..kept].to_vec()))
             .collect()
+    }
+
+    async fn prompts_of(&self, only: Option<&str>) -> Vec<(String, Arc<Listing<Prompt>>)> {
+        self.gather(
+            "prompts",
+            Connection::offers_prompts,
+            &self.inner.lists.prompts,
+            only,
+            |_, _, _| {},
+            |peer, params| async move {
+                let page = peer.list_prompts(params).await?;
+                Ok((page.prompts, page.next_cursor))
+            },
+        )
+        .await
     }
 
     /// Whether a client may subscribe to Runbyte's `uri` of `server`: a resource the server
@@ -933,6 +961,16 @@ impl Hub {
             });
         }
         let name = params.name.clone();
+        // A prompt its pin holds is refused by name, as a held tool is called.
+        for (_, listing) in self.prompts_of(Some(server)).await {
+            let (_, held) = self.inner.pins.judge_prompts(server, listing.items.clone());
+            if let Some(held) = held.iter().find(|held| held.tool == name) {
+                return Err(CatalogError::Failed {
+                    server: server.to_owned(),
+                    why: held.message.clone(),
+                });
+            }
+        }
         // A 2026-07-28 client in front of a 2026-07-28 server answers the server's questions
         // itself ([`super::PassThrough`]); a legacy client is asked by `asker`, as for a call; a
         // legacy server asks during the request, as for a call.

@@ -82,7 +82,7 @@ fn a_changed_tool_is_served_as_pinned_and_awaits_a_person() {
     assert_eq!(pins.state("t", "echo"), PinState::Unpinned);
 
     // Approved: served as it is now, nothing awaits, and the policy is told so.
-    pins.approve("t", "echo", &asked.new).unwrap();
+    pins.approve("t", "echo", asked.new.clone()).unwrap();
     assert_eq!(pins.asking("t", "echo"), None);
     let (served, _) = pins.judge("t", vec![poisoned.clone()]);
     assert_eq!(served, vec![poisoned]);
@@ -131,7 +131,7 @@ fn an_approval_is_kept_on_disk_and_leaves_the_pending_file() {
         pending.tools.contains_key("echo"),
         "runbyte pins diff sees it"
     );
-    pins.approve("t", "echo", &Pin::of(&changed)).unwrap();
+    pins.approve("t", "echo", Pin::of(&changed)).unwrap();
     let pinned = load("t", &pins_file).unwrap().unwrap();
     assert_eq!(pinned.tools["echo"], Pin::of(&changed));
     assert!(load("t", &pending_file).unwrap().is_none());
@@ -167,7 +167,7 @@ fn a_policy_is_told_the_pin_state() {
     assert_eq!(memory.state("t", "echo"), PinState::Unpinned);
     let changed = tool("echo", "Changed.");
     memory.judge("t", vec![changed.clone()]);
-    memory.approve("t", "echo", &Pin::of(&changed)).unwrap();
+    memory.approve("t", "echo", Pin::of(&changed)).unwrap();
     assert_eq!(memory.state("t", "echo"), PinState::Approved);
 
     // Held, then approved by the CLI (the pins file rewritten): approved, once judged again.
@@ -178,8 +178,11 @@ fn a_policy_is_told_the_pin_state() {
     let changed = tool("echo", "Changed.");
     assert_eq!(hold.judge("t", vec![changed.clone()]).1.len(), 1);
     let (pins_file, _) = files(&dir, "t");
-    let mut approved = load("t", &pins_file).unwrap().unwrap().tools;
-    approved.insert("echo".to_owned(), Pin::of(&changed));
+    let mut approved = PinSet::of_file(load("t", &pins_file).unwrap().unwrap());
+    approved
+        .tools
+        .get_or_insert_default()
+        .insert("echo".to_owned(), Pin::of(&changed));
     // A later modification time than the gateway's own write, as a real approval has.
     std::thread::sleep(std::time::Duration::from_millis(20));
     save("t", &pins_file, &approved).unwrap();

@@ -3,9 +3,9 @@
 //! is down can still be reviewed). An approval rewrites the pins file, which a running gateway
 //! notices (see [`super`]).
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::path::PathBuf;
 
-use super::{Pin, changes, diff, files, load, save};
+use super::{Kind, PinSet, Tools, changes, diff, files, load};
 use clap::Subcommand;
 
 use crate::{audit::AuditLog, config::Config};
@@ -53,19 +53,24 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
                 if pinned.is_empty() && pending.is_empty() {
                     say("  nothing pinned yet");
                 }
-                for name in pinned
-                    .keys()
-                    .chain(pending.keys().filter(|name| !pinned.contains_key(*name)))
-                {
-                    let state = match (pinned.get(name), pending.get(name)) {
-                        (Some(old), Some(new)) => format!(
-                            "changed: {}",
-                            changes(&old.definition, &new.definition).join(", ")
-                        ),
-                        (None, Some(_)) => "new".to_owned(),
-                        _ => "pinned".to_owned(),
-                    };
-                    say(&format!("  {name:<28} {state}"));
+                for kind in Kind::ALL {
+                    let empty = Tools::new();
+                    let pinned = pinned.kind(kind).unwrap_or(&empty);
+                    let pending = pending.kind(kind).unwrap_or(&empty);
+                    for name in pinned
+                        .keys()
+                        .chain(pending.keys().filter(|name| !pinned.contains_key(*name)))
+                    {
+                        let state = match (pinned.get(name), pending.get(name)) {
+                            (Some(old), Some(new)) => format!(
+                                "changed: {}",
+                                changes(&old.definition, &new.definition).join(", ")
+                            ),
+                            (None, Some(_)) => "new".to_owned(),
+                            _ => "pinned".to_owned(),
+                        };
+                        say(&format!("  {:<28} {state}", labelled(kind, name)));
+                    }
                 }
             }
             Ok(())
@@ -73,18 +78,18 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
         PinsAction::Diff { server, tool } => {
             known(config, server)?;
             let (pinned, pending) = read(&dir, server)?;
-            let names = chosen(server, &pending, tool.as_deref(), true)?;
-            for name in names {
-                let new = &pending[&name];
-                match pinned.get(&name) {
+            for (kind, name) in chosen(server, &pending, tool.as_deref(), true)? {
+                let Some(new) = pending.kind(kind).and_then(|held| held.get(&name)) else {
+                    continue;
+                };
+                let what = labelled(kind, &format!("{server}/{name}"));
+                match pinned.kind(kind).and_then(|pins| pins.get(&name)) {
                     Some(old) => {
-                        say(&format!("{server}/{name}: pinned → current"));
+                        say(&format!("{what}: pinned → current"));
                         say(diff(&old.definition, &new.definition).trim_end());
                     }
                     None => {
-                        say(&format!(
-                            "{server}/{name}: new, not pinned; its definition:"
-                        ));
+                        say(&format!("{what}: new, not pinned; its definition:"));
                         say(&serde_json::to_string_pretty(&new.definition).unwrap_or_default());
                     }
                 }
@@ -93,41 +98,42 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
         }
         PinsAction::Approve { server, tool, all } => {
             known(config, server)?;
-            let (mut pinned, mut pending) = read(&dir, server)?;
-            let names = chosen(server, &pending, tool.as_deref(), *all)?;
             let audit = AuditLog::from_config(config)?;
-            for name in &names {
-                if let Some(pin) = pending.remove(name) {
-                    let change = match pinned.get(name) {
+            // Under the server's lock: a gateway re-pinning meanwhile loses nothing, nor this.
+            let approved = super::update(server, &files(&dir, server), |pinned, pending| {
+                let names = chosen(server, pending, tool.as_deref(), *all)?;
+                for (kind, name) in &names {
+                    let Some(pin) = pending
+                        .kind_mut(*kind)
+                        .as_mut()
+                        .and_then(|p| p.remove(name))
+                    else {
+                        continue;
+                    };
+                    let pins = pinned.kind_mut(*kind).get_or_insert_default();
+                    let change = match pins.get(name) {
                         Some(old) => changes(&old.definition, &pin.definition).join(", "),
                         None => "new".to_owned(),
                     };
                     if let Some(audit) = &audit {
                         audit.pin(server, name, "approved", &change);
                     }
-                    pinned.insert(name.clone(), pin);
+                    pins.insert(name.clone(), pin);
                 }
-            }
-            let (pins_file, pending_file) = files(&dir, server);
-            save(server, &pins_file, &pinned).map_err(|e| write_error(&pins_file, e))?;
-            let written = if pending.is_empty() {
-                std::fs::remove_file(&pending_file).or_else(|e| {
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        Ok(())
-                    } else {
-                        Err(e)
-                    }
-                })
-            } else {
-                save(server, &pending_file, &pending)
-            };
-            written.map_err(|e| write_error(&pending_file, e))?;
-            say(&format!("approved {}: {}", server, names.join(", ")));
+                let names: Vec<String> = names
+                    .iter()
+                    .map(|(kind, name)| labelled(*kind, name))
+                    .collect();
+                Ok::<_, String>(names)
+            })??;
+            say(&format!("approved {}: {}", server, approved.join(", ")));
             Ok(())
         }
         PinsAction::Reset { server } => {
             known(config, server)?;
-            for file in <[PathBuf; 2]>::from(files(&dir, server)) {
+            let files = files(&dir, server);
+            let _lock = super::lock(&files.0).map_err(|e| write_error(&files.0, e))?;
+            for file in <[PathBuf; 2]>::from(files.clone()) {
                 match std::fs::remove_file(&file) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(write_error(&file, e));
@@ -146,8 +152,6 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
     }
 }
 
-type Tools = BTreeMap<String, Pin>;
-
 fn known(config: &Config, server: &str) -> Result<(), String> {
     if config.servers.contains_key(server) {
         return Ok(());
@@ -160,30 +164,54 @@ fn known(config: &Config, server: &str) -> Result<(), String> {
 }
 
 /// A server's pins and held definitions.
-fn read(dir: &std::path::Path, server: &str) -> Result<(Tools, Tools), String> {
+fn read(dir: &std::path::Path, server: &str) -> Result<(PinSet, PinSet), String> {
     let (pins_file, pending_file) = files(dir, server);
     let read = |file: &std::path::Path| {
         load(server, file)
-            .map(|loaded| loaded.map(|file| file.tools).unwrap_or_default())
+            .map(|loaded| loaded.map(PinSet::of_file).unwrap_or_default())
             .map_err(|why| format!("cannot read {}: {why}", file.display()))
     };
     Ok((read(&pins_file)?, read(&pending_file)?))
 }
 
-/// The held tools an action is about: `tool`, or all of them when `all`.
+/// A tool's name as it is, a prompt's or template's with its kind before it.
+fn labelled(kind: Kind, name: &str) -> String {
+    match kind {
+        Kind::Tool => name.to_owned(),
+        kind => format!("{} {name}", kind.told()),
+    }
+}
+
+/// The held definitions an action is about: those named `tool` (a tool, a prompt or a
+/// template of that name), or all of them when `all`.
 fn chosen(
     server: &str,
-    pending: &Tools,
+    pending: &PinSet,
     tool: Option<&str>,
     all: bool,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<(Kind, String)>, String> {
+    let held: Vec<(Kind, String)> = Kind::ALL
+        .iter()
+        .flat_map(|kind| {
+            pending
+                .kind(*kind)
+                .into_iter()
+                .flat_map(|held| held.keys().map(|name| (*kind, name.clone())))
+        })
+        .collect();
     match tool {
-        Some(tool) if pending.contains_key(tool) => Ok(vec![tool.to_owned()]),
-        Some(tool) => Err(format!(
-            "`{server}/{tool}` is not held (nothing to review; `runbyte pins list` shows what is)"
-        )),
-        None if all && !pending.is_empty() => Ok(pending.keys().cloned().collect()),
-        None if all => Err(format!("no tool of `{server}` is held")),
+        Some(tool) => {
+            let named: Vec<(Kind, String)> =
+                held.into_iter().filter(|(_, name)| name == tool).collect();
+            if named.is_empty() {
+                return Err(format!(
+                    "`{server}/{tool}` is not held (nothing to review; `runbyte pins list` shows what is)"
+                ));
+            }
+            Ok(named)
+        }
+        None if all && !held.is_empty() => Ok(held),
+        None if all => Err(format!("nothing of `{server}` is held")),
         None => Err("name the tool to approve, or pass --all".to_owned()),
     }
 }

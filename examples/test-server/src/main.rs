@@ -52,6 +52,11 @@
 //! `inputResponses.answer` as text; a retry without `answer` gets the same
 //! `InputRequiredResult` again.
 //!
+//! With `RUNBYTE_TEST_TOOL_CHANGES` naming a JSON file, each listing reads it and applies
+//! its changes to the tools: `{"echo": {"description": "..", "inputSchema": {..},
+//! "annotations": {..}, "name": "echo_v2"}}` (each field replaces the tool's), so that a change
+//! survives a restart (a gateway's reconnect lists it first thing).
+//!
 //! Bad arguments give a result with `isError: true` naming the argument; an unknown tool gives
 //! JSON-RPC error -32602. Tools added by modes or by `change_tools` answer
 //! `{"tool": <name>, "arguments": <arguments>}`. State (added tools, the cancellation count) is

@@ -111,7 +111,7 @@ impl State {
                 tool.description = Some(description.clone().into());
             }
         }
-        tools
+        changed_on_disk(tools)
     }
 
     /// Gives the listed tool `name` a new description.
@@ -486,3 +486,43 @@ impl ServerHandler for TestServer {
 
 #[cfg(test)]
 mod tests;
+
+/// The variable naming a JSON file of changes to the listed tools, read at every listing, so
+/// that a change survives a restart: `{"<tool>": {"description": .., "inputSchema": ..,
+/// "annotations": .., "name": "<its new name>"}}`, each field replacing the tool's; a prompt's
+/// under `"prompt:<name>"`.
+pub const TOOL_CHANGES_VAR: &str = "RUNBYTE_TEST_TOOL_CHANGES";
+
+fn changed_on_disk(tools: Vec<Tool>) -> Vec<Tool> {
+    changed_listing(tools, "", |tool| tool.name.to_string())
+}
+
+/// `items` with the changes of [`TOOL_CHANGES_VAR`]'s file under `prefix` + each one's name
+/// (`prompt:<name>` for prompts) applied.
+pub fn changed_listing<T: serde::Serialize + serde::de::DeserializeOwned>(
+    items: Vec<T>,
+    prefix: &str,
+    name: impl Fn(&T) -> String,
+) -> Vec<T> {
+    let Some(file) = std::env::var_os(TOOL_CHANGES_VAR) else {
+        return items;
+    };
+    let changes: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    items
+        .into_iter()
+        .map(|item| {
+            let key = format!("{prefix}{}", name(&item));
+            let Some(serde_json::Value::Object(change)) = changes.get(&key) else {
+                return item;
+            };
+            let Ok(serde_json::Value::Object(mut listed)) = serde_json::to_value(&item) else {
+                return item;
+            };
+            listed.extend(change.clone());
+            serde_json::from_value(serde_json::Value::Object(listed)).unwrap_or(item)
+        })
+        .collect()
+}

@@ -44,6 +44,7 @@ pub fn list(state: &State) -> Result<ListPromptsResult, ErrorData> {
             None,
         )
     }));
+    let prompts = crate::server::changed_listing(prompts, "prompt:", |p: &Prompt| p.name.clone());
     Ok(ListPromptsResult::with_all_items(prompts))
 }
 
