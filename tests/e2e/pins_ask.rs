@@ -182,6 +182,22 @@ async fn a_changed_description_is_put_to_the_user_at_its_first_call() {
     );
     let (found, _) = call(&client, "search_tools", json!({"query": "echo"})).await;
     assert!(!found.contains("id_rsa"), "{found}");
+    // The folder's note tells of both, what changed fenced as untrusted.
+    let note = read_until(
+        &client,
+        "/servers/t/HELD_TOOLS.md",
+        |text| text.contains("## `add`") && text.contains("## `echo`"),
+        "no note of the tools awaiting approval",
+    )
+    .await;
+    for part in [
+        "awaiting approval",
+        "Awaiting approval (a call asks the user): its description changed since it was pinned.",
+        "runbyte pins approve t echo",
+        "untrusted",
+    ] {
+        assert!(note.contains(part), "{part:?} missing from {note}");
+    }
     assert!(person.asked().is_empty(), "asked before any call");
 
     // Declined: refused with the hold message, nothing re-pinned.
@@ -263,6 +279,17 @@ async fn a_changed_description_is_put_to_the_user_at_its_first_call() {
     assert!(!error && added.contains('3'), "{added}");
     assert_eq!(person.asked().len(), 4);
     audited(&log, r#""tool":"add","action":"approved""#).await;
+    // Nothing awaits a person any more: the note is gone.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let path = json!({"path": "/servers/t/HELD_TOOLS.md"});
+        let (text, error) = call(&client, "read_file", path).await;
+        if error {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the note stayed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     client.cancel().await.unwrap();
 }
 
