@@ -379,39 +379,43 @@ fn definition_of(kind: Kind, listed: &Value) -> Value {
 
 /// SHA-256 (hex) of `value`'s canonical JSON: object keys sorted at every depth, no spaces.
 pub fn digest(value: &Value) -> String {
-    let mut text = String::new();
+    let mut text = Vec::with_capacity(512);
     canonical(value, &mut text);
-    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    let digest = ring::digest::digest(&ring::digest::SHA256, &text);
     crate::infer::hex(digest.as_ref())
 }
 
-fn canonical(value: &Value, out: &mut String) {
+fn canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            // The map keeps its listed order (serde_json's `preserve_order`): sorted here.
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                canonical(&map[key], out);
+                // Writing JSON into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
+                canonical(value, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => {
+            let _ = serde_json::to_writer(&mut *out, other);
+        }
     }
 }
 
@@ -572,6 +576,20 @@ fn stamp(file: &Path) -> Stamp {
     Some((metadata.modified().ok()?, metadata.len()))
 }
 
+/// How old a file's modification time must be for a later write to be sure to change it: more
+/// than any file system's clock tick (FAT's is 2 s; Linux's is a few milliseconds).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether a file of stamp `stamp`, read now, can be told from any later write by its stamp
+/// alone. No file is: a write creates it.
+fn settled(stamp: &Stamp) -> bool {
+    stamp.is_none_or(|(modified, _)| {
+        SystemTime::now()
+            .duration_since(modified)
+            .is_ok_and(|age| age > SETTLE)
+    })
+}
+
 /// One server's pins as the gateway holds them.
 struct ServerPins {
     mode: PinMode,
@@ -589,6 +607,8 @@ struct State {
     pins: PinSet,
     /// The pins file as last read or written.
     stamp: Stamp,
+    /// Whether that stamp tells it from any later write ([`settled`]).
+    settled: bool,
     /// The held (or asked) definitions already told (logged and audited), by kind and name,
     /// and digest.
     told: BTreeMap<(Kind, String), String>,
@@ -688,6 +708,7 @@ impl Pins {
                 })?;
                 state.pins = pinned;
                 state.stamp = stamp(&files.0);
+                state.settled = false;
                 before
             }
             None => state
@@ -789,9 +810,9 @@ impl Pins {
             return (all(), Vec::new());
         };
         let writes = pins.files.as_ref().filter(|_| pins.writes);
-        // A writer reads the files again under the lock whatever their stamp (two writes in
-        // one tick of the file system's clock can have the same one), so that it writes over
-        // nothing it did not read.
+        // Under the lock, the files are read again unless their stamp is the one last read and
+        // was already settled then (two writes in one tick of the file system's clock can have
+        // the same stamp), so that a writer writes over nothing it did not read.
         let _lock = match writes.map(|(file, _)| lock(file)) {
             Some(Err(error)) => {
                 tracing::warn!(server, "cannot lock the tool pins: {error}; judged without");
@@ -801,7 +822,7 @@ impl Pins {
         };
         if let Some((file, _)) = &pins.files {
             let now = stamp(file);
-            if writes.is_some() || state.pins.tools.is_none() || state.stamp != now {
+            if state.pins.tools.is_none() || state.stamp != now || !state.settled {
                 match load(server, file) {
                     Ok(Some(loaded)) => state.pins = PinSet::of_file(loaded),
                     // None on disk: a first listing (or a reset), unless pinned in memory only.
@@ -822,6 +843,7 @@ impl Pins {
                         };
                     }
                 }
+                state.settled = settled(&now);
                 state.stamp = now;
             }
         }
@@ -959,7 +981,10 @@ impl Pins {
         if let Some((file, pending_file)) = writes {
             if repinned {
                 match save(server, file, &state.pins) {
-                    Ok(()) => state.stamp = stamp(file),
+                    Ok(()) => {
+                        state.stamp = stamp(file);
+                        state.settled = false;
+                    }
                     Err(error) => tracing::warn!(
                         server,
                         file = %file.display(),
