@@ -84,6 +84,7 @@ fn start(server_extra: &str) -> Option<Replicas> {
                 .args(["--bind", &format!("127.0.0.1:{port}")])
                 .env("RUNBYTE_REPLICA", format!("r{}.", n + 1))
                 .env("RUNBYTE_LOG", "warn")
+                .env("XDG_STATE_HOME", dir.path().join("state"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .spawn()
