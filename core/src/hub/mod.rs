@@ -16,6 +16,7 @@ mod catalog;
 mod client;
 mod completion;
 mod filter;
+mod tasks;
 mod transports;
 pub mod validate;
 
@@ -40,6 +41,7 @@ pub use catalog::{
 };
 use client::Change;
 pub use client::{Connection, Listed};
+pub use tasks::{MAX_TASKS, TaskRequest};
 pub use transports::Transports;
 
 use crate::{
@@ -212,7 +214,8 @@ pub enum CallError {
         answer: Option<Box<rmcp::model::ErrorData>>,
     },
     /// A 2026-07-28 server asked for input during a direct call that passes its questions on
-    /// ([`PassThrough`]): the question is in the pass-through, for the client.
+    /// ([`PassThrough`]): the question is in the pass-through, for the client. So is the task,
+    /// when the server answered with one (SEP-2663).
     #[error("{server}/{tool} asked the client for input")]
     Asked { server: String, tool: String },
 }
@@ -286,6 +289,7 @@ pub struct PassThrough {
     /// the server in place of Runbyte's own.
     pub capabilities: Option<Value>,
     asked: Mutex<Option<rmcp::model::InputRequiredResult>>,
+    task: Mutex<Option<rmcp::model::CreateTaskResult>>,
 }
 
 impl PassThrough {
@@ -300,7 +304,14 @@ impl PassThrough {
             state,
             capabilities,
             asked: Mutex::default(),
+            task: Mutex::default(),
         }
+    }
+
+    /// The task the server answered the call with (SEP-2663), when it did; only a client that
+    /// declared the extension for the call gets one.
+    pub fn task(&self) -> Option<rmcp::model::CreateTaskResult> {
+        self.task.lock().ok().and_then(|mut task| task.take())
     }
 
     /// The server's question for the client, when the call ended with one
@@ -446,6 +457,8 @@ struct Inner {
     stopping: CancellationToken,
     /// The servers' tool pins (see [`crate::pins`]).
     pins: Arc<crate::pins::Pins>,
+    /// The servers' tasks handed to clients, by Runbyte's id (see [`tasks`]).
+    tasks: tasks::Tasks,
 }
 
 /// The Hub. Cheap to clone.
@@ -525,6 +538,7 @@ impl Hub {
                 uris: Uris::new(config),
                 stopping: CancellationToken::new(),
                 pins: Arc::new(pins),
+                tasks: tasks::Tasks::default(),
             }),
         };
         hub.watch_pins();
@@ -1369,7 +1383,7 @@ enum Sent {
     Result(CallToolResult),
     /// A 2026-07-28 server's question that nobody could answer, and why.
     Unanswered(String),
-    /// A 2026-07-28 server's question, passed on to the client ([`PassThrough`]).
+    /// A 2026-07-28 server's question or task, passed on to the client ([`PassThrough`]).
     Asked,
 }
 
@@ -1403,6 +1417,12 @@ async fn send_call(
             CallToolResponse::InputRequired(asked) => {
                 if let Ok(mut held) = through.asked.lock() {
                     *held = Some(asked);
+                }
+                Ok(Sent::Asked)
+            }
+            CallToolResponse::Task(task) => {
+                if let Ok(mut held) = through.task.lock() {
+                    *held = Some(task);
                 }
                 Ok(Sent::Asked)
             }

@@ -4,6 +4,7 @@ mod complete;
 mod handler;
 pub mod options;
 mod param_headers;
+mod tasks;
 
 use std::{sync::Arc, time::Duration};
 
