@@ -192,3 +192,68 @@ async fn a_servers_task_reaches_its_client_under_runbytes_id_and_no_one_else() {
     .await;
     assert_eq!(required["error"]["code"], -32021, "{required}");
 }
+
+/// A program does not have to know: a call its server answers with a task is waited for (at
+/// the server's poll interval) and the program gets the task's result; a call that times out
+/// cancels its task downstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_programs_call_that_becomes_a_task_is_waited_for_and_cancelled_when_it_times_out() {
+    let dir = runbyte_tests::TempDir::new("tasks-bridge");
+    let fixture = test_server_table("fixtures", &["--mode", "conformance"], "");
+    dir.write(
+        "runbyte.toml",
+        &format!(
+            "{}\n[sandbox.limits]\ntimeout-ms = 30000\ncall-timeout-ms = 4000\n",
+            config_of(&[fixture])
+        ),
+    );
+    let client = runbyte_tests::client(&dir).await;
+    let run = async |code: &str| {
+        let program = format!("import {{ callTool }} from 'runbyte:bridge';\n{code}");
+        tokio::time::timeout(
+            BOUND,
+            runbyte_tests::call(&client, "execute_code", json!({ "code": program })),
+        )
+        .await
+        .unwrap()
+    };
+
+    // Two seconds of work, as a task: the program gets its result.
+    let (text, is_error) = run(
+        "const r = await callTool('fixtures', 'slow_compute', {seconds: 2, label: 'prog'});\n\
+         export default r;",
+    )
+    .await;
+    assert!(!is_error, "{text}");
+    assert!(text.contains("computed prog in 2 s"), "{text}");
+
+    // A tool error inside the task is the program's tool error, as a call's would be.
+    let (text, _) = run("let out = 'no error';\n\
+         try { out = JSON.stringify(await callTool('fixtures', 'failing_job', {})); }\n\
+         catch (e) { out = 'caught: ' + e; }\n\
+         export default out;")
+    .await;
+    assert!(text.contains("failing_job fails on purpose"), "{text}");
+
+    // Longer than the call may take: the call times out and its task is cancelled downstream.
+    let (text, _) = run("let out = 'no error';\n\
+         try { await callTool('fixtures', 'slow_compute', {seconds: 60, label: 'long'}); }\n\
+         catch (e) { out = String(e); }\n\
+         export default out;")
+    .await;
+    assert!(text.contains("did not answer within 4000 ms"), "{text}");
+    let cancelled = async {
+        loop {
+            let (text, _) =
+                run("export default await callTool('fixtures', 'task_cancellations', {});").await;
+            let count = text.split("\n--- ").next().unwrap_or_default().to_owned();
+            assert!(count == "0" || count == "1", "{text}");
+            if count == "1" {
+                return count;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(BOUND, cancelled).await.unwrap();
+    client.cancel().await.unwrap();
+}

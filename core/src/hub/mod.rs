@@ -308,6 +308,15 @@ impl PassThrough {
         }
     }
 
+    /// Whether the client declared the Tasks extension (SEP-2663) for the call.
+    fn declares_tasks(&self) -> bool {
+        self.capabilities
+            .as_ref()
+            .and_then(|c| c.pointer("/extensions"))
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.contains_key(rmcp::model::TASKS_EXTENSION_ID))
+    }
+
     /// The task the server answered the call with (SEP-2663), when it did; only a client that
     /// declared the extension for the call gets one.
     pub fn task(&self) -> Option<rmcp::model::CreateTaskResult> {
@@ -1390,7 +1399,8 @@ enum Sent {
 /// Sends a call. A 2026-07-28 server's `input_required` results are answered by `asker` and the
 /// call retried with the answers and the server's `requestState`, at most
 /// [`MAX_INPUT_ROUNDS`] times; a legacy server's questions during the call reach `asker`
-/// through the connection's [`crate::relay::Callers`].
+/// through the connection's [`crate::relay::Callers`]. A task the server answers with is
+/// waited for ([`awaited`]), except in a pass-through, whose client gets it.
 async fn send_call(
     connection: &Connection,
     mut params: CallToolRequestParams,
@@ -1398,9 +1408,11 @@ async fn send_call(
     caller: &crate::relay::Caller,
 ) -> Result<Sent, ServiceError> {
     let peer = connection.service.peer();
+    let asker = options.asker.as_deref();
     if !connection.is_stateless() {
         return match call_once(peer, params, None, caller).await? {
             CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
+            CallToolResponse::Task(created) => awaited(peer, created, asker).await,
             _ => Err(ServiceError::UnexpectedResponse),
         };
     }
@@ -1420,20 +1432,22 @@ async fn send_call(
                 }
                 Ok(Sent::Asked)
             }
-            CallToolResponse::Task(task) => {
+            CallToolResponse::Task(task) if through.declares_tasks() => {
                 if let Ok(mut held) = through.task.lock() {
                     *held = Some(task);
                 }
                 Ok(Sent::Asked)
             }
+            // A client that did not declare the extension never gets a task: it is waited for.
+            CallToolResponse::Task(task) => awaited(peer, task, options.asker.as_deref()).await,
             _ => Err(ServiceError::UnexpectedResponse),
         };
     }
-    let asker = options.asker.as_deref();
     for _ in 0..MAX_INPUT_ROUNDS {
         let asked = match call_once(peer, params.clone(), None, caller).await? {
             CallToolResponse::Complete(result) => return Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => asked,
+            CallToolResponse::Task(created) => return awaited(peer, created, asker).await,
             _ => return Err(ServiceError::UnexpectedResponse),
         };
         let answers = match answer_questions(asked.input_requests, asker).await {
@@ -1446,6 +1460,19 @@ async fn send_call(
     Ok(Sent::Unanswered(format!(
         "it kept asking for input past {MAX_INPUT_ROUNDS} rounds"
     )))
+}
+
+/// A call the server answered with a task (SEP-2663), waited for to its end
+/// ([`tasks::await_task`]): the caller (a program) does not have to know.
+async fn awaited(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    created: rmcp::model::CreateTaskResult,
+    asker: Option<&dyn Asker>,
+) -> Result<Sent, ServiceError> {
+    Ok(match tasks::await_task(peer, created, asker).await? {
+        tasks::Awaiting::Result(result) => Sent::Result(result),
+        tasks::Awaiting::Unanswered(why) => Sent::Unanswered(why),
+    })
 }
 
 /// Answers a 2026-07-28 server's `inputRequests` by `asker`, each question in turn; `Err` says

@@ -262,6 +262,123 @@ impl Hub {
     }
 }
 
+/// The shortest and longest waits between two polls of a downstream task, whatever its
+/// server suggests; [`DEFAULT_POLL`] when it suggests none.
+const POLL_RANGE: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(5));
+const DEFAULT_POLL: Duration = Duration::from_millis(500);
+
+/// A downstream task that a program's call (or a legacy client's direct call) waits for: when
+/// dropped before the task ended (the call timed out, the execution ended or was cancelled),
+/// the server is told to cancel it.
+struct Awaited {
+    peer: Option<rmcp::Peer<rmcp::RoleClient>>,
+    id: String,
+}
+
+impl Awaited {
+    fn ended(mut self) {
+        self.peer = None;
+    }
+}
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
+            CancelTaskParams::new(std::mem::take(&mut self.id)),
+        ));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.send_request(request).await;
+            });
+        }
+    }
+}
+
+/// What waiting for a downstream task came to.
+pub(super) enum Awaiting {
+    Result(rmcp::model::CallToolResult),
+    /// It asked a question nobody could answer, and why (the task is cancelled).
+    Unanswered(String),
+}
+
+/// Waits for the task `created` that a server answered a call with, polling `tasks/get` at the
+/// interval it suggests, answering the questions it parks on by `asker` (`tasks/update`), to
+/// its end: its result when it completed, the server's error when it failed, an error saying
+/// so when it was cancelled. Bounded by the caller (the call's timeout): dropped before the
+/// end, it cancels the task downstream.
+pub(super) async fn await_task(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    created: rmcp::model::CreateTaskResult,
+    asker: Option<&dyn crate::relay::Asker>,
+) -> Result<Awaiting, ServiceError> {
+    use rmcp::model::TaskPayload;
+    let id = created.task.task_id;
+    let awaited = Awaited {
+        peer: Some(peer.clone()),
+        id: id.clone(),
+    };
+    let mut interval = created.task.poll_interval_ms;
+    let mut answered = std::collections::HashSet::new();
+    loop {
+        let wait = interval
+            .map_or(DEFAULT_POLL, Duration::from_millis)
+            .clamp(POLL_RANGE.0, POLL_RANGE.1);
+        tokio::time::sleep(wait).await;
+        let request =
+            ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(id.clone())));
+        let ServerResult::GetTaskResult(got) = peer.send_request(request).await? else {
+            return Err(ServiceError::UnexpectedResponse);
+        };
+        interval = got.task.task.poll_interval_ms.or(interval);
+        match got.task.payload {
+            TaskPayload::Working => {}
+            TaskPayload::InputRequired { input_requests } => {
+                let fresh: rmcp::model::InputRequests = input_requests
+                    .into_iter()
+                    .filter(|(key, _)| !answered.contains(key))
+                    .collect();
+                if fresh.is_empty() {
+                    continue;
+                }
+                answered.extend(fresh.keys().cloned());
+                let answers = match super::answer_questions(Some(fresh), asker).await {
+                    Ok(answers) => answers,
+                    Err(why) => return Ok(Awaiting::Unanswered(why)),
+                };
+                let update = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
+                    UpdateTaskParams::new(id.clone(), answers),
+                ));
+                peer.send_request(update).await?;
+            }
+            TaskPayload::Completed { result } => {
+                awaited.ended();
+                return serde_json::from_value(Value::Object(result))
+                    .map(Awaiting::Result)
+                    .map_err(|_| ServiceError::UnexpectedResponse);
+            }
+            TaskPayload::Failed { error } => {
+                awaited.ended();
+                let error = serde_json::from_value::<ErrorData>(Value::Object(error))
+                    .unwrap_or_else(|_| {
+                        ErrorData::internal_error("its task failed without saying why", None)
+                    });
+                return Err(ServiceError::McpError(error));
+            }
+            TaskPayload::Cancelled => {
+                awaited.ended();
+                return Err(ServiceError::McpError(ErrorData::internal_error(
+                    "the server cancelled the task the call became",
+                    None,
+                )));
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -17,9 +17,12 @@
 //! - `confirm_delete`: optional task, parks `input_required` on one elicitation;
 //! - `multi_input`: optional task, parks on two elicitations at once;
 //! - `test_tool_with_task`: required task, asks `user_name` by `InputRequiredResult` first
-//!   (SEP-2322), then becomes a task whose result greets the name.
+//!   (SEP-2322), then becomes a task whose result greets the name;
+//! - `task_cancellations` (not the suite's; for Runbyte's tests): sync, how many `tasks/cancel`
+//!   reached a task that was still running.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -45,6 +48,7 @@ pub const NAMES: &[&str] = &[
     "confirm_delete",
     "multi_input",
     "test_tool_with_task",
+    "task_cancellations",
 ];
 
 /// The tools a client must take as tasks: without the extension they are error -32021.
@@ -57,13 +61,18 @@ const TTL_MS: u64 = 60_000;
 const POLL_INTERVAL_MS: u64 = 200;
 
 /// The task store every connection of the process shares.
-#[derive(Clone, Default)]
-pub struct Tasks(TaskManager);
+#[derive(Default)]
+pub struct Tasks {
+    manager: TaskManager,
+    /// `tasks/cancel` requests that reached a running task.
+    cancelled: AtomicU64,
+}
 
 impl fmt::Debug for Tasks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tasks")
-            .field("running", &self.0.running_task_count())
+            .field("running", &self.manager.running_task_count())
+            .field("cancelled", &self.cancelled)
             .finish()
     }
 }
@@ -81,7 +90,8 @@ pub fn tools() -> Vec<Tool> {
         {"name": "confirm_delete", "description": "A task (optional): asks to confirm deleting `filename` (input_required).",
          "inputSchema": {"type": "object", "properties": {"filename": {"type": "string"}}}},
         {"name": "multi_input", "description": "A task (optional): asks two questions at once (input_required).", "inputSchema": none},
-        {"name": "test_tool_with_task", "description": "A task (required): asks `user_name` by InputRequiredResult, then greets it from a task.", "inputSchema": none}
+        {"name": "test_tool_with_task", "description": "A task (required): asks `user_name` by InputRequiredResult, then greets it from a task.", "inputSchema": none},
+        {"name": "task_cancellations", "description": "How many tasks/cancel reached a running task.", "inputSchema": none}
     ]);
     from_json::<Vec<Tool>>("the task fixtures", listed).unwrap_or_default()
 }
@@ -97,6 +107,10 @@ pub async fn call_tool(
     if name == "greet" {
         let who = arguments.get("name").and_then(Value::as_str).unwrap_or("");
         return Ok(text(format!("Hello, {who}!")).into());
+    }
+    if name == "task_cancellations" {
+        let count = state.fixture.tasks.cancelled.load(Ordering::SeqCst);
+        return Ok(text(count.to_string()).into());
     }
     let declared = client_capabilities(&context).supports_tasks();
     if !declared && REQUIRED.contains(&name.as_str()) {
@@ -160,7 +174,7 @@ pub async fn call_tool(
     let task = state
         .fixture
         .tasks
-        .0
+        .manager
         .spawn(options, move |context| -> TaskFuture {
             Box::pin(async move { work.run(Some(context)).await })
         });
@@ -169,7 +183,7 @@ pub async fn call_tool(
 
 /// `tasks/get`.
 pub fn get(state: &State, request: &GetTaskParams) -> Result<GetTaskResult, ErrorData> {
-    let task = state.fixture.tasks.0.get_task(&request.task_id)?;
+    let task = state.fixture.tasks.manager.get_task(&request.task_id)?;
     Ok(GetTaskResult::new(task))
 }
 
@@ -178,13 +192,22 @@ pub fn update(state: &State, request: UpdateTaskParams) -> Result<(), ErrorData>
     state
         .fixture
         .tasks
-        .0
+        .manager
         .update_task(&request.task_id, request.input_responses)
 }
 
 /// `tasks/cancel`: acknowledged at once, on a running task and on an ended one alike.
 pub fn cancel(state: &State, request: &CancelTaskParams) -> Result<(), ErrorData> {
-    state.fixture.tasks.0.cancel_task(&request.task_id)
+    let tasks = &state.fixture.tasks;
+    let running = tasks
+        .manager
+        .get_task(&request.task_id)
+        .is_ok_and(|task| !task.status().is_terminal());
+    tasks.manager.cancel_task(&request.task_id)?;
+    if running {
+        tasks.cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(())
 }
 
 /// What a task fixture does, in the call or as a task.
