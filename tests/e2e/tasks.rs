@@ -257,3 +257,120 @@ async fn a_programs_call_that_becomes_a_task_is_waited_for_and_cancelled_when_it
     tokio::time::timeout(BOUND, cancelled).await.unwrap();
     client.cancel().await.unwrap();
 }
+
+/// `execute_code` as a task: a 2026-07-28 client that declared the extension gets a task at
+/// once; the execution's question is the task's `input_required`, answered by `tasks/update`;
+/// another client cannot see it; `tasks/cancel` stops the execution and cancels its
+/// downstream task.
+#[tokio::test(flavor = "multi_thread")]
+async fn execute_code_runs_as_a_task_for_a_client_that_declared_the_extension() {
+    let fixture = test_server_table("fixtures", &["--mode", "conformance"], "");
+    let config = format!(
+        "{}\n[server]\ntask-timeout-ms = 120000\n[sandbox.limits]\ntimeout-ms = 90000\ncall-timeout-ms = 80000\n",
+        config_of(&[fixture])
+    );
+    let served = Served::with_config("tasks-execute", "http", &config);
+    let program = |body: &str| {
+        json!({"name": "execute_code", "arguments": {
+            "code": format!("import {{ callTool }} from 'runbyte:bridge';\n{body}")
+        }})
+    };
+    let start = async |body: &str| {
+        let created = request(&served, CLIENT, "tools/call", program(body), true).await;
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        created["result"]["taskId"].as_str().unwrap().to_owned()
+    };
+
+    // A program of two seconds: a task at once, its result once it completed.
+    let id = start(
+        "const r = await callTool('fixtures', 'slow_compute', {seconds: 2, label: 'task'});\n\
+         export default r;",
+    )
+    .await;
+    let refused = get(&served, OTHER, &id).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let done = until(&served, &id, |status| status == "completed").await;
+    let text = done["result"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("computed task in 2 s"), "{done}");
+
+    // A question during the execution (its downstream task asks) is the task's.
+    let id = start(
+        "const r = await callTool('fixtures', 'confirm_delete', {filename: 'b.txt'});\n\
+         export default r;",
+    )
+    .await;
+    let parked = until(&served, &id, |status| status == "input_required").await;
+    let questions = parked["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .clone();
+    assert_eq!(questions.len(), 1, "{parked}");
+    let (key, question) = questions.into_iter().next().unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{parked}");
+    let answer = json!({"taskId": id, "inputResponses": {
+        key: {"action": "accept", "content": {"confirm": true}}
+    }});
+    let ack = request(&served, CLIENT, "tasks/update", answer, true).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = until(&served, &id, |status| status == "completed").await;
+    let text = done["result"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("deleted b.txt"), "{done}");
+
+    // Cancelled mid-run: the execution stops and its downstream task is cancelled.
+    let id =
+        start("export default await callTool('fixtures', 'slow_compute', {seconds: 60});").await;
+    until(&served, &id, |status| status == "working").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ack = request(&served, CLIENT, "tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let ended = until(&served, &id, |status| status != "working").await;
+    assert_eq!(ended["result"]["status"], "cancelled", "{ended}");
+    let counted = async {
+        loop {
+            let asked =
+                program("export default await callTool('fixtures', 'task_cancellations', {});");
+            let answer = request(&served, CLIENT, "tools/call", asked, false).await;
+            let text = answer["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if text.starts_with('1') {
+                return;
+            }
+            assert!(text.starts_with('0'), "{answer}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(BOUND, counted).await.unwrap();
+}
+
+/// An execution's task past `task-timeout-ms` fails with an error saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_execution_task_past_its_timeout_fails() {
+    let fixture = test_server_table("fixtures", &["--mode", "conformance"], "");
+    let config = format!(
+        "{}\n[server]\ntask-timeout-ms = 1500\n",
+        config_of(&[fixture])
+    );
+    let served = Served::with_config("tasks-timeout", "http", &config);
+    let program = "import { callTool } from 'runbyte:bridge';\n\
+                   export default await callTool('fixtures', 'slow_compute', {seconds: 20});";
+    let created = request(
+        &served,
+        CLIENT,
+        "tools/call",
+        json!({"name": "execute_code", "arguments": {"code": program}}),
+        true,
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(created["result"]["ttlMs"], 1500, "{created}");
+    let ended = until(&served, &id, |status| status != "working").await;
+    assert_eq!(ended["result"]["status"], "failed", "{ended}");
+    let message = ended["result"]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("expired"), "{ended}");
+}

@@ -296,12 +296,30 @@ impl Session {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let code = call.code.to_owned();
+        // A 2026-07-28 client that declared the Tasks extension gets a task at once, and the
+        // execution runs on (`super::tasks`).
+        let asker = SessionAsker::of(&context.peer);
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        if asker.is_none() && retry.state.is_none() && capabilities.supports_tasks() {
+            let started = super::tasks::Started {
+                code: code.clone(),
+                session: self.session.clone(),
+                listener: self.listener.to_string(),
+                fairness: self.fairness.to_string(),
+                owner: self.task_owner(context),
+                capabilities: capabilities.clone(),
+                parent: Parent::from_meta(&context.meta),
+            };
+            if let Some(created) = self.gateway.tasks().start(self.gateway.clone(), started) {
+                return Ok(CallToolResponse::Task(created));
+            }
+        }
         let client = execute::Client {
             session: &self.session,
             listener: Some(&self.listener),
             fairness: &self.fairness,
-            asker: SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>),
-            capabilities: context.client_capabilities().unwrap_or_default(),
+            asker: asker.map(|a| Arc::new(a) as Arc<dyn Asker>),
+            capabilities,
             progress: PeerProgress::of(context),
             parent: Parent::from_meta(&context.meta),
             cancel: context.ct.clone(),
@@ -959,7 +977,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
         let owner = self.task_owner(&context);
-        super::tasks::get(self.gateway.hub(), &owner, request).await
+        super::tasks::get(&self.gateway, &owner, request).await
     }
 
     async fn update_task(
@@ -968,7 +986,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = self.task_owner(&context);
-        super::tasks::update(self.gateway.hub(), &owner, request).await
+        super::tasks::update(&self.gateway, &owner, request).await
     }
 
     async fn cancel_task(
@@ -977,7 +995,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = self.task_owner(&context);
-        super::tasks::cancel(self.gateway.hub(), &owner, request).await
+        super::tasks::cancel(&self.gateway, &owner, request).await
     }
 
     async fn call_tool(
