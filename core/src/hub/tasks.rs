@@ -245,15 +245,17 @@ impl Hub {
         })
     }
 
-    /// A task's inlined result, guarded as every call's result is: the secrets it quotes are
-    /// redacted.
+    /// A task's inlined result, as a direct call's result reaches its client: the secrets it
+    /// quotes redacted, its resource URIs those the client reads ([`super::Uris`]).
     fn guard_task(&self, server: &str, mut got: GetTaskResult) -> GetTaskResult {
         if let rmcp::model::TaskPayload::Completed { result } = &mut got.task.payload
             && let Ok(mut parsed) =
                 serde_json::from_value::<rmcp::model::CallToolResult>(Value::Object(result.clone()))
-            && crate::redact::guard_result(&mut parsed)
         {
-            tracing::warn!(server, "a task's result held a secret; redacted");
+            if crate::redact::guard_result(&mut parsed) {
+                tracing::warn!(server, "a task's result held a secret; redacted");
+            }
+            self.uris().in_result(server, &mut parsed);
             if let Ok(Value::Object(guarded)) = serde_json::to_value(parsed) {
                 *result = guarded;
             }
