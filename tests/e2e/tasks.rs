@@ -289,6 +289,17 @@ async fn execute_code_runs_as_a_task_for_a_client_that_declared_the_extension() 
     .await;
     let refused = get(&served, OTHER, &id).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let told = async {
+        loop {
+            let got = get(&served, CLIENT, &id).await;
+            if let Some(message) = got["result"]["statusMessage"].as_str() {
+                return message.to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let told = tokio::time::timeout(BOUND, told).await.unwrap();
+    assert!(told.contains("tool calls so far"), "{told}");
     let done = until(&served, &id, |status| status == "completed").await;
     let text = done["result"]["result"]["content"][0]["text"]
         .as_str()

@@ -6,7 +6,8 @@
 //! SEP-2663 removed) -32601.
 //!
 //! An execution's task lives in this process (rmcp's [`TaskManager`]): a replica that did not
-//! start it does not know its id. Its questions (elicitation, a policy's approval) are the
+//! start it does not know its id. While it runs, its `statusMessage` says for how long and how
+//! many tool calls it made (each second). Its questions (elicitation, a policy's approval) are the
 //! task's `input_required` status, answered by `tasks/update`; `tasks/cancel` stops the
 //! execution, whose downstream calls are cancelled with it. A task may run `task-timeout-ms`
 //! (1 hour by default), then it fails; it is kept as long again once it ended, and at most
@@ -127,7 +128,7 @@ async fn run(
         fairness: &started.fairness,
         asker: Some(asker),
         capabilities: started.capabilities,
-        progress: None,
+        progress: Some(Arc::new(TaskStatus(context.clone()))),
         parent: started.parent,
         cancel,
     };
@@ -147,6 +148,17 @@ async fn run(
             None,
         ))),
         Err(error) => Err(TaskExit::Error(error)),
+    }
+}
+
+/// An execution's progress (every second: how long it has run, how many tool calls) as its
+/// task's `statusMessage`, which `tasks/get` shows.
+struct TaskStatus(TaskContext);
+
+impl execute::Progress for TaskStatus {
+    fn tell(&self, _seconds: f64, message: String) -> BoxFuture<'static, bool> {
+        self.0.set_status_message(message);
+        Box::pin(std::future::ready(true))
     }
 }
 
