@@ -67,6 +67,8 @@ pub struct Gateway {
     telemetry: Telemetry,
     /// Programs, their pauses, and direct calls.
     executor: Arc<Executor>,
+    /// `execute_code` run as tasks (SEP-2663), in the process.
+    tasks: Arc<crate::server::ExecutionTasks>,
     ready: watch::Receiver<bool>,
     ready_tx: watch::Sender<bool>,
     /// The warnings of [`names`], each said once.
@@ -217,6 +219,12 @@ impl Gateway {
                 .collect(),
             state: state_settings(&config),
         });
+        let tasks = Arc::new(crate::server::ExecutionTasks::new(
+            config
+                .server
+                .task_timeout_ms
+                .map(std::time::Duration::from_millis),
+        ));
         Arc::new(Gateway {
             skills,
             skills_refreshing: Arc::default(),
@@ -226,6 +234,7 @@ impl Gateway {
             vfs,
             codegen,
             telemetry,
+            tasks,
             executor: Arc::new(executor),
             ready,
             ready_tx,
@@ -402,6 +411,11 @@ impl Gateway {
     /// Runs programs, their pauses and resumptions, and direct calls.
     pub fn executor(&self) -> &Arc<Executor> {
         &self.executor
+    }
+
+    /// The executions run as tasks.
+    pub fn tasks(&self) -> &Arc<crate::server::ExecutionTasks> {
+        &self.tasks
     }
 
     /// A client session ended: its share of the servers and its token totals go.

@@ -90,6 +90,15 @@ fn the_conformance_suite_passes_for_2026_07_28_stateless_requests() {
             "input-required-result-capability-check",
             "input-required-result-non-tool-request",
             "http-custom-header-server-validation",
+            "tasks-lifecycle",
+            "tasks-capability-negotiation",
+            "tasks-wire-fields",
+            "tasks-request-state-removal",
+            "tasks-mrtr-input",
+            "tasks-request-headers",
+            "tasks-dispatch-and-envelope",
+            "tasks-required-task-error",
+            "tasks-mrtr-composition",
         ],
     );
 }

@@ -35,6 +35,7 @@ mod setup;
 #[cfg(unix)]
 mod shutdown;
 mod skills;
+mod tasks;
 mod telemetry;
 mod thirdparty;
 mod tokens;

@@ -120,6 +120,10 @@ pub struct ServerSection {
     /// default: a journal travels in the state up to 64 KiB sealed (past it, the execution
     /// resumes only where it paused), and each process refuses a second replay on its own.
     pub state_store: Option<String>,
+    /// The longest an `execute_code` run as a task (SEP-2663) may take, which may be longer
+    /// than a request is allowed; 1 hour by default. The program inside is still bounded by
+    /// its own limits (`[sandbox.limits] timeout-ms`).
+    pub task_timeout_ms: Option<u64>,
     /// Extra Host names the network listeners accept (loopback names always are).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
@@ -180,6 +184,7 @@ impl Default for ServerSection {
             auth_token_file: None,
             state_key_file: None,
             state_store: None,
+            task_timeout_ms: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_body_bytes: None,

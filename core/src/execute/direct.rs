@@ -1,6 +1,7 @@
 //! A client's direct call (`expose = "direct"` or `"both"`): the session's limits from the
 //! policies, then the gate, as a program's call; the server's result comes back as it is (its
-//! resource URIs those the client reads, as the gate gives every result).
+//! resource URIs those the client reads, as the gate gives every result). A task the server
+//! answered with (SEP-2663) comes back under an id of Runbyte's ([`crate::hub::Hub::adopt_task`]).
 
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ use crate::{
 pub struct DirectCall<'a> {
     /// The client session.
     pub session: &'a str,
+    /// Who the client is, for the tasks its call makes: only it sees them.
+    pub owner: &'a str,
     /// The transport the session came through.
     pub listener: Option<&'a str>,
     /// Who answers what a tool or a policy asks of the user (`None`: nobody can).
@@ -93,6 +96,19 @@ impl Executor {
                 if let Some(asked) = call.pass_through.as_ref().and_then(|p| p.asked()) =>
             {
                 Ok(CallToolResponse::InputRequired(asked))
+            }
+            Some(CallError::Asked { .. })
+                if let Some(through) = call.pass_through.as_ref()
+                    && let Some(mut created) = through.task() =>
+            {
+                self.gate.hub().adopt_task(
+                    server,
+                    Some(call.session),
+                    call.owner,
+                    through.capabilities.clone(),
+                    &mut created.task,
+                );
+                Ok(CallToolResponse::Task(created))
             }
             // A tool the server does not have is a protocol error, as the server would answer.
             Some(error @ CallError::UnknownTool { .. }) => {

@@ -99,6 +99,15 @@ impl ClientHandler for HubClient {
                 super::apps::APPS_EXTENSION.to_owned(),
                 super::apps::apps_capability(),
             );
+        // Tasks (SEP-2663): a server may answer a call with a task, which the Hub waits for
+        // (`super::tasks::await_task`); a direct call's 2026-07-28 client declares its own.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(
+                rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                Default::default(),
+            );
         // What `initialize` sends (in `auto` after a refused `server/discover`, and with
         // `protocol = "2025-11-25"`): the newest revision that has the handshake, never
         // 2026-07-28, which a server that echoes the version would make a stateless connection.

@@ -16,6 +16,7 @@ mod catalog;
 mod client;
 mod completion;
 mod filter;
+mod tasks;
 mod transports;
 pub mod validate;
 
@@ -40,6 +41,7 @@ pub use catalog::{
 };
 use client::Change;
 pub use client::{Connection, Listed};
+pub use tasks::{MAX_TASKS, TaskRequest};
 pub use transports::Transports;
 
 use crate::{
@@ -212,7 +214,8 @@ pub enum CallError {
         answer: Option<Box<rmcp::model::ErrorData>>,
     },
     /// A 2026-07-28 server asked for input during a direct call that passes its questions on
-    /// ([`PassThrough`]): the question is in the pass-through, for the client.
+    /// ([`PassThrough`]): the question is in the pass-through, for the client. So is the task,
+    /// when the server answered with one (SEP-2663).
     #[error("{server}/{tool} asked the client for input")]
     Asked { server: String, tool: String },
 }
@@ -286,6 +289,7 @@ pub struct PassThrough {
     /// the server in place of Runbyte's own.
     pub capabilities: Option<Value>,
     asked: Mutex<Option<rmcp::model::InputRequiredResult>>,
+    task: Mutex<Option<rmcp::model::CreateTaskResult>>,
 }
 
 impl PassThrough {
@@ -300,7 +304,23 @@ impl PassThrough {
             state,
             capabilities,
             asked: Mutex::default(),
+            task: Mutex::default(),
         }
+    }
+
+    /// Whether the client declared the Tasks extension (SEP-2663) for the call.
+    fn declares_tasks(&self) -> bool {
+        self.capabilities
+            .as_ref()
+            .and_then(|c| c.pointer("/extensions"))
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.contains_key(rmcp::model::TASKS_EXTENSION_ID))
+    }
+
+    /// The task the server answered the call with (SEP-2663), when it did; only a client that
+    /// declared the extension for the call gets one.
+    pub fn task(&self) -> Option<rmcp::model::CreateTaskResult> {
+        self.task.lock().ok().and_then(|mut task| task.take())
     }
 
     /// The server's question for the client, when the call ended with one
@@ -446,6 +466,8 @@ struct Inner {
     stopping: CancellationToken,
     /// The servers' tool pins (see [`crate::pins`]).
     pins: Arc<crate::pins::Pins>,
+    /// The servers' tasks handed to clients, by Runbyte's id (see [`tasks`]).
+    tasks: tasks::Tasks,
 }
 
 /// The Hub. Cheap to clone.
@@ -525,6 +547,7 @@ impl Hub {
                 uris: Uris::new(config),
                 stopping: CancellationToken::new(),
                 pins: Arc::new(pins),
+                tasks: tasks::Tasks::default(),
             }),
         };
         hub.watch_pins();
@@ -1383,14 +1406,15 @@ enum Sent {
     Result(CallToolResult),
     /// A 2026-07-28 server's question that nobody could answer, and why.
     Unanswered(String),
-    /// A 2026-07-28 server's question, passed on to the client ([`PassThrough`]).
+    /// A 2026-07-28 server's question or task, passed on to the client ([`PassThrough`]).
     Asked,
 }
 
 /// Sends a call. A 2026-07-28 server's `input_required` results are answered by `asker` and the
 /// call retried with the answers and the server's `requestState`, at most
 /// [`MAX_INPUT_ROUNDS`] times; a legacy server's questions during the call reach `asker`
-/// through the connection's [`crate::relay::Callers`].
+/// through the connection's [`crate::relay::Callers`]. A task the server answers with is
+/// waited for ([`awaited`]), except in a pass-through, whose client gets it.
 async fn send_call(
     connection: &Connection,
     mut params: CallToolRequestParams,
@@ -1398,9 +1422,11 @@ async fn send_call(
     caller: &crate::relay::Caller,
 ) -> Result<Sent, ServiceError> {
     let peer = connection.service.peer();
+    let asker = options.asker.as_deref();
     if !connection.is_stateless() {
         return match call_once(peer, params, None, caller).await? {
             CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
+            CallToolResponse::Task(created) => awaited(peer, created, asker).await,
             _ => Err(ServiceError::UnexpectedResponse),
         };
     }
@@ -1420,14 +1446,22 @@ async fn send_call(
                 }
                 Ok(Sent::Asked)
             }
+            CallToolResponse::Task(task) if through.declares_tasks() => {
+                if let Ok(mut held) = through.task.lock() {
+                    *held = Some(task);
+                }
+                Ok(Sent::Asked)
+            }
+            // A client that did not declare the extension never gets a task: it is waited for.
+            CallToolResponse::Task(task) => awaited(peer, task, options.asker.as_deref()).await,
             _ => Err(ServiceError::UnexpectedResponse),
         };
     }
-    let asker = options.asker.as_deref();
     for _ in 0..MAX_INPUT_ROUNDS {
         let asked = match call_once(peer, params.clone(), None, caller).await? {
             CallToolResponse::Complete(result) => return Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => asked,
+            CallToolResponse::Task(created) => return awaited(peer, created, asker).await,
             _ => return Err(ServiceError::UnexpectedResponse),
         };
         let answers = match answer_questions(asked.input_requests, asker).await {
@@ -1440,6 +1474,19 @@ async fn send_call(
     Ok(Sent::Unanswered(format!(
         "it kept asking for input past {MAX_INPUT_ROUNDS} rounds"
     )))
+}
+
+/// A call the server answered with a task (SEP-2663), waited for to its end
+/// ([`tasks::await_task`]): the caller (a program) does not have to know.
+async fn awaited(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    created: rmcp::model::CreateTaskResult,
+    asker: Option<&dyn Asker>,
+) -> Result<Sent, ServiceError> {
+    Ok(match tasks::await_task(peer, created, asker).await? {
+        tasks::Awaiting::Result(result) => Sent::Result(result),
+        tasks::Awaiting::Unanswered(why) => Sent::Unanswered(why),
+    })
 }
 
 /// Answers a 2026-07-28 server's `inputRequests` by `asker`, each question in turn; `Err` says

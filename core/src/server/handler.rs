@@ -117,6 +117,17 @@ impl Session {
         }
     }
 
+    /// Who owns the tasks this client's calls make, and alone may see them: a legacy session
+    /// itself; a 2026-07-28 client (a session per request) by its [`fairness_key`], its
+    /// address over a network (the listener's one token names no one), the connection over
+    /// stdio. The task ids are unguessable besides.
+    fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
+        match SessionAsker::of(&context.peer) {
+            Some(_) => format!("session {}", self.session),
+            None => self.fairness.to_string(),
+        }
+    }
+
     /// Before the gateway's first round of connections is done, waits for it (each server
     /// ready or failed), at most the longest of the servers' init timeouts and never more than
     /// [`LIST_WAIT`]: a client that lists once, right after connecting, sees the tools,
@@ -285,12 +296,30 @@ impl Session {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let code = call.code.to_owned();
+        // A 2026-07-28 client that declared the Tasks extension gets a task at once, and the
+        // execution runs on (`super::tasks`).
+        let asker = SessionAsker::of(&context.peer);
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        if asker.is_none() && retry.state.is_none() && capabilities.supports_tasks() {
+            let started = super::tasks::Started {
+                code: code.clone(),
+                session: self.session.clone(),
+                listener: self.listener.to_string(),
+                fairness: self.fairness.to_string(),
+                owner: self.task_owner(context),
+                capabilities: capabilities.clone(),
+                parent: Parent::from_meta(&context.meta),
+            };
+            if let Some(created) = self.gateway.tasks().start(self.gateway.clone(), started) {
+                return Ok(CallToolResponse::Task(created));
+            }
+        }
         let client = execute::Client {
             session: &self.session,
             listener: Some(&self.listener),
             fairness: &self.fairness,
-            asker: SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>),
-            capabilities: context.client_capabilities().unwrap_or_default(),
+            asker: asker.map(|a| Arc::new(a) as Arc<dyn Asker>),
+            capabilities,
             progress: PeerProgress::of(context),
             parent: Parent::from_meta(&context.meta),
             cancel: context.ct.clone(),
@@ -485,13 +514,17 @@ impl ServerHandler for Session {
             .enable_skills()
             .build();
         // MCP Apps (SEP-1865): the servers' UI resources and their tools' `_meta` pass through.
-        capabilities
-            .extensions
-            .get_or_insert_with(Default::default)
-            .insert(
-                crate::hub::APPS_EXTENSION.to_owned(),
-                crate::hub::apps_capability(),
-            );
+        // Tasks (SEP-2663): a server's task answering a direct call passes through, and the
+        // client's task requests reach that server (`super::tasks`).
+        let extensions = capabilities.extensions.get_or_insert_with(Default::default);
+        extensions.insert(
+            crate::hub::APPS_EXTENSION.to_owned(),
+            crate::hub::apps_capability(),
+        );
+        extensions.insert(
+            rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+            Default::default(),
+        );
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("runbyte", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(INSTRUCTIONS.to_owned());
@@ -938,6 +971,33 @@ impl ServerHandler for Session {
         ))
     }
 
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let owner = self.task_owner(&context);
+        super::tasks::get(&self.gateway, &owner, request).await
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.task_owner(&context);
+        super::tasks::update(&self.gateway, &owner, request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.task_owner(&context);
+        super::tasks::cancel(&self.gateway, &owner, request).await
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -988,8 +1048,10 @@ impl ServerHandler for Session {
                         capabilities.cloned(),
                     ))
                 });
+                let owner = self.task_owner(&context);
                 let call = execute::DirectCall {
                     session: &self.session,
+                    owner: &owner,
                     listener: Some(&self.listener),
                     asker,
                     target: (&target.0, &target.1),

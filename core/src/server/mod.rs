@@ -4,12 +4,14 @@ mod complete;
 mod handler;
 pub mod options;
 mod param_headers;
+mod tasks;
 
 use std::{sync::Arc, time::Duration};
 
 use rmcp::{RoleServer, ServiceExt};
 
 pub use handler::Session;
+pub use tasks::ExecutionTasks;
 
 use crate::{
     gateway::Gateway,

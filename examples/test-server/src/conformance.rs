@@ -15,6 +15,9 @@
 //!   `test_trigger_prompt_change`, and `test_trigger_resource_change`, `test_trigger_resource_update`),
 //!   `test_custom_header`
 //!   (an `x-mcp-header` parameter) and `json_schema_2020_12_tool`;
+//! - the Tasks extension (SEP-2663, [`tasks`]): `greet`, `slow_compute`, `failing_job`,
+//!   `protocol_error_job`, `confirm_delete`, `multi_input`, `test_tool_with_task`, a task store
+//!   in memory, and `tasks/get`, `tasks/update`, `tasks/cancel`;
 //! - resources ([`resources`]): `test://static-text`, `test://static-binary`,
 //!   `test://watched-resource`, the template `test://template/{id}/data`; subscribe and
 //!   unsubscribe on sessions;
@@ -50,9 +53,15 @@ use crate::server::{State, lock};
 pub mod input_required;
 pub mod prompts;
 pub mod resources;
+pub mod tasks;
 pub mod tools;
 
-pub use tools::tools;
+/// Every fixture tool, in listing order: those that finish in one call, then the task ones.
+pub fn tools() -> Vec<rmcp::model::Tool> {
+    let mut listed = tools::tools();
+    listed.extend(tasks::tools());
+    listed
+}
 
 /// What the fixtures remember across requests, shared by every connection of the process.
 #[derive(Debug, Default)]
@@ -67,6 +76,8 @@ pub struct Fixture {
     added_resources: AtomicUsize,
     /// The key that signs `requestState`: a fresh random SipHash key per process.
     key: RandomState,
+    /// The tasks the task fixtures started (SEP-2663), in memory.
+    pub tasks: tasks::Tasks,
 }
 
 impl Fixture {
@@ -97,7 +108,8 @@ pub fn capabilities() -> ServerCapabilities {
             "prompts": {"listChanged": true},
             "resources": {"subscribe": true, "listChanged": true},
             "logging": {},
-            "completions": {}
+            "completions": {},
+            "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}}
         }),
     )
     .unwrap_or_default()
@@ -124,7 +136,7 @@ pub fn set_level(
 
 /// Whether `name` is a fixture tool of this mode (called through [`call_tool`]).
 pub fn is_fixture_tool(state: &State, name: &str) -> bool {
-    serving(state) && tools::NAMES.contains(&name)
+    serving(state) && (tools::NAMES.contains(&name) || tasks::NAMES.contains(&name))
 }
 
 /// Runs fixture tool `request.name`.
@@ -135,6 +147,9 @@ pub async fn call_tool(
 ) -> Result<CallToolResponse, ErrorData> {
     if input_required::NAMES.contains(&request.name.as_ref()) {
         return input_required::call_tool(state, request, context).await;
+    }
+    if tasks::NAMES.contains(&request.name.as_ref()) {
+        return tasks::call_tool(state, request, context).await;
     }
     let arguments = request.arguments.unwrap_or_default();
     if tools::ASKS.contains(&request.name.as_ref()) && is_stateless(&context) {

@@ -9,15 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestMethod,
-    CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequestMethod,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskMethod, CancelTaskParams,
+    CancelledNotificationParam, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
+    DiscoverResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
+    GetTaskMethod, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestMethod, ReadResourceRequestParams, ReadResourceResponse, Resource,
     ResourceTemplate, ServerCapabilities, ServerConfig, SetLevelRequestMethod,
     SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestMethod,
-    UnsubscribeRequestParams,
+    UnsubscribeRequestParams, UpdateTaskMethod, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -451,6 +452,39 @@ impl ServerHandler for TestServer {
             return conformance::call_tool(&self.state, request, context).await;
         }
         calls::call(&self.state, request, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<GetTaskMethod>());
+        }
+        conformance::tasks::get(&self.state, &request)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<UpdateTaskMethod>());
+        }
+        conformance::tasks::update(&self.state, request)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !conformance::serving(&self.state) {
+            return Err(ErrorData::method_not_found::<CancelTaskMethod>());
+        }
+        conformance::tasks::cancel(&self.state, &request)
     }
 
     async fn on_cancelled(

@@ -547,6 +547,8 @@ impl Shared {
         let name = match method.as_str() {
             "tools/call" | "prompts/get" => message.pointer("/params/name"),
             "resources/read" => message.pointer("/params/uri"),
+            // SEP-2663: a task request is routed by its task, to the replica holding it.
+            "tasks/get" | "tasks/update" | "tasks/cancel" => message.pointer("/params/taskId"),
             _ => None,
         };
         if let Some(name) = name.and_then(Value::as_str) {

@@ -93,7 +93,7 @@ fn elicited<'a>(
 }
 
 /// The string `field` of an accepted elicitation, or how the client refused.
-fn elicited_field(responses: &InputResponses, key: &str, field: &str) -> Option<String> {
+pub(super) fn elicited_field(responses: &InputResponses, key: &str, field: &str) -> Option<String> {
     match elicited(responses, key)? {
         Ok(content) => Some(match content.get(field)? {
             Value::String(s) => s.clone(),

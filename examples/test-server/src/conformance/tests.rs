@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use super::{Fixture, capabilities, input_required, tools};
+use super::{Fixture, capabilities, input_required, tasks, tools};
 
 #[test]
 fn a_signed_state_verifies_and_an_altered_one_does_not() {
@@ -22,7 +22,11 @@ fn every_fixture_tool_is_listed_once_and_every_listed_one_is_run() {
         listed.len(),
         "a name is listed twice: {listed:?}"
     );
-    let run: BTreeSet<String> = tools::NAMES.iter().map(|name| (*name).to_owned()).collect();
+    let run: BTreeSet<String> = tools::NAMES
+        .iter()
+        .chain(tasks::NAMES)
+        .map(|name| (*name).to_owned())
+        .collect();
     assert_eq!(unique.into_iter().cloned().collect::<BTreeSet<_>>(), run);
     for name in input_required::NAMES {
         assert!(tools::NAMES.contains(name), "{name} is not listed");

@@ -143,6 +143,15 @@ async fn the_suite_passes_for_2026_07_28() {
             "input-required-result-non-tool-request",
             "http-custom-header-server-validation",
             "json-schema-2020-12",
+            "tasks-lifecycle",
+            "tasks-capability-negotiation",
+            "tasks-wire-fields",
+            "tasks-request-state-removal",
+            "tasks-mrtr-input",
+            "tasks-request-headers",
+            "tasks-dispatch-and-envelope",
+            "tasks-required-task-error",
+            "tasks-mrtr-composition",
         ],
     )
     .await;

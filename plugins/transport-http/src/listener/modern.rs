@@ -17,8 +17,9 @@
 //!    `io.modelcontextprotocol/clientCapabilities` (an object): 400, -32602.
 //! 3. The header differs from `_meta`'s version: 400, -32020.
 //! 4. `Mcp-Method` missing or not the body's method; `Mcp-Name` missing or not the body's
-//!    `params.name` (`tools/call`, `prompts/get`) or `params.uri` (`resources/read`), after
-//!    decoding the `=?base64?…?=` form: 400, -32020.
+//!    `params.name` (`tools/call`, `prompts/get`), `params.uri` (`resources/read`) or
+//!    `params.taskId` (`tasks/get`, `tasks/update`, `tasks/cancel`: SEP-2663), after decoding
+//!    the `=?base64?…?=` form: 400, -32020.
 //! 5. A method 2026-07-28 removed (`initialize`, `ping`, `logging/setLevel`,
 //!    `resources/subscribe`, `resources/unsubscribe`): 404, -32601.
 //!
@@ -147,6 +148,7 @@ pub(super) fn check(
     let body_name = match method {
         "tools/call" | "prompts/get" => message.pointer("/params/name"),
         "resources/read" => message.pointer("/params/uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => message.pointer("/params/taskId"),
         _ => None,
     };
     if let Some(body_name) = body_name.and_then(Value::as_str) {
