@@ -15,7 +15,9 @@ use tokio::sync::watch;
 use crate::text;
 
 mod search;
+mod stub;
 pub use search::SearchIndex;
+pub use stub::index_stub;
 
 /// The root of everything the VFS serves.
 pub const ROOT: &str = "/servers";
@@ -70,6 +72,17 @@ impl File {
             content: Content::Held(content.into()),
             compiled: OnceLock::new(),
         })
+    }
+
+    /// A file with this content whose JavaScript for the sandbox is `js` (already compiled: a
+    /// module the host writes as JavaScript itself, see [`index_stub`]).
+    pub fn with_js(content: impl Into<Arc<str>>, js: String) -> Arc<File> {
+        let file = File {
+            content: Content::Held(content.into()),
+            compiled: OnceLock::new(),
+        };
+        let _ = file.compiled.set(Ok(Arc::from(js)));
+        Arc::new(file)
     }
 
     /// A file whose text `read` gives when it is needed; `names` holds the module paths the text
