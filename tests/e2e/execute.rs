@@ -104,9 +104,19 @@ async fn imports_resolve_in_every_form() {
 /// import, the server's namespace and `/servers` all give the same callable functions.
 #[tokio::test]
 async fn a_large_server_is_imported_by_name_or_whole_and_its_tools_load_when_called() {
-    let big = test_server_table("big", &["--mode", "generated-only", "--tools", "250"], "");
-    let dir = setup("exec-large-server", &big);
-    let client = client(&dir).await;
+    for isolation in ["process", "thread"] {
+        // The line lands in `LIMITS`' table, which `setup` writes last before `extra`.
+        let big = test_server_table("big", &["--mode", "generated-only", "--tools", "250"], "");
+        let dir = setup(
+            "exec-large-server",
+            &format!("isolation = {isolation:?}\n{big}"),
+        );
+        a_large_server_in(&dir).await;
+    }
+}
+
+async fn a_large_server_in(dir: &TempDir) {
+    let client = client(dir).await;
     let program = r#"
         import { tool_0042, tool_0042 as again } from './servers/big';
         import * as big from './servers/big';
