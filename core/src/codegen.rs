@@ -372,7 +372,7 @@ impl CodegenDriver {
             }
             files.push((format!("/servers/{}", file.path), File::new(file.content)));
         }
-        let entries = response
+        let entries: Vec<ToolEntry> = response
             .tools
             .into_iter()
             .map(|entry| {
@@ -397,6 +397,15 @@ impl CodegenDriver {
                 }
             })
             .collect();
+        // The sandbox runs forwarders for the index, not every module it re-exports.
+        let index = format!("/servers/{index}");
+        for (path, file) in files.iter_mut().filter(|(path, _)| *path == index) {
+            if let Ok(text) = file.text()
+                && let Some(js) = crate::vfs::index_stub(path, &text, &entries)
+            {
+                *file = File::with_js(text, js);
+            }
+        }
         let folder = ServerFolder {
             server: server.to_owned(),
             folder: folder.to_owned(),

@@ -44,4 +44,4 @@ mod stats;
 mod telemetry;
 mod text;
 pub mod tokens;
-mod vfs;
+pub mod vfs;

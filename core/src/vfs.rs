@@ -14,6 +14,11 @@ use tokio::sync::watch;
 
 use crate::text;
 
+mod search;
+mod stub;
+pub use search::SearchIndex;
+pub use stub::index_stub;
+
 /// The root of everything the VFS serves.
 pub const ROOT: &str = "/servers";
 /// The folder of saved skills (see [`crate::skills`]).
@@ -67,6 +72,17 @@ impl File {
             content: Content::Held(content.into()),
             compiled: OnceLock::new(),
         })
+    }
+
+    /// A file with this content whose JavaScript for the sandbox is `js` (already compiled: a
+    /// module the host writes as JavaScript itself, see [`index_stub`]).
+    pub fn with_js(content: impl Into<Arc<str>>, js: String) -> Arc<File> {
+        let file = File {
+            content: Content::Held(content.into()),
+            compiled: OnceLock::new(),
+        };
+        let _ = file.compiled.set(Ok(Arc::from(js)));
+        Arc::new(file)
     }
 
     /// A file whose text `read` gives when it is needed; `names` holds the module paths the text
@@ -162,6 +178,8 @@ pub struct Snapshot {
     pub folders: BTreeMap<String, ServerFolder>,
     /// The saved skills (`/skills/<name>.ts`), for listing and search.
     pub skills: Vec<ToolEntry>,
+    /// The search index of the tools above (see [`Snapshot::index`]).
+    pub index: OnceLock<SearchIndex>,
 }
 
 impl Snapshot {
@@ -334,35 +352,30 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// The tools best matching `query`, best first.
-    pub fn search(&self, query: &str, limit: usize) -> Vec<(&ToolEntry, u32)> {
-        let all = words(query);
-        let meaningful: Vec<String> = all
-            .iter()
-            .filter(|w| !STOPWORDS.contains(&w.as_str()))
-            .cloned()
-            .collect();
-        let words = if meaningful.is_empty() {
-            all
-        } else {
-            meaningful
-        };
-        if words.is_empty() {
-            return Vec::new();
-        }
-        let mut hits: Vec<(&ToolEntry, u32)> = self
-            .folders
+    /// Every tool and skill, in the order [`Snapshot::index`] numbers them.
+    fn tools(&self) -> impl Iterator<Item = &ToolEntry> {
+        self.folders
             .values()
             .flat_map(|folder| folder.tools.iter())
             .chain(self.skills.iter())
-            .filter_map(|tool| {
-                let score = score(tool, &words);
-                (score > 0).then_some((tool, score))
-            })
-            .collect();
-        hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.path.cmp(&b.0.path)));
-        hits.truncate(limit);
-        hits
+    }
+
+    /// The search index of this snapshot's tools, built on first use (the VFS builds it before
+    /// it serves the snapshot).
+    pub fn index(&self) -> &SearchIndex {
+        self.index.get_or_init(|| SearchIndex::build(self.tools()))
+    }
+
+    /// The tools best matching `query`, best first.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<(&ToolEntry, u32)> {
+        let hits = self.index().search(query, limit);
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        let tools: Vec<&ToolEntry> = self.tools().collect();
+        hits.into_iter()
+            .filter_map(|(at, score)| Some((*tools.get(at)?, score)))
+            .collect()
     }
 
     /// The module paths, for "no such module" errors.
@@ -494,12 +507,6 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-/// Words too common to say anything about a tool.
-const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "by", "for", "from", "i", "in", "is", "it", "me", "my",
-    "of", "on", "or", "the", "to", "with",
-];
-
 /// Lowercased words of a name or text, split at non-alphanumerics and camelCase humps.
 pub fn words(text: &str) -> Vec<String> {
     let mut words = Vec::new();
@@ -523,48 +530,6 @@ pub fn words(text: &str) -> Vec<String> {
         words.push(current);
     }
     words
-}
-
-/// Ranks a tool against query words: a word in the tool's name counts most, then its
-/// parameters, its server and its description; a prefix or substring match counts less than a
-/// whole word.
-fn score(tool: &ToolEntry, query: &[String]) -> u32 {
-    let name = words(&tool.name);
-    let server = words(&tool.server);
-    let params: Vec<String> = tool.params.iter().flat_map(|p| words(p)).collect();
-    let description = words(&tool.description);
-    let mut total = 0;
-    for word in query {
-        let field = |field: &[String], whole: u32, partial: u32| {
-            if field.iter().any(|w| w == word) {
-                whole
-            } else if word.len() >= 3
-                && field.iter().any(|w| {
-                    w.starts_with(word.as_str()) || word.starts_with(w.as_str()) && w.len() >= 3
-                })
-            {
-                partial
-            } else {
-                0
-            }
-        };
-        let word_score = field(&name, 12, 6)
-            + field(&params, 4, 2)
-            + field(&server, 3, 1)
-            + field(&description, 3, 1);
-        total += word_score;
-    }
-    // Every query word matched somewhere: a strong hint the tool is the one.
-    if query.iter().all(|word| {
-        [&name, &params, &server, &description].iter().any(|field| {
-            field
-                .iter()
-                .any(|w| w == word || (word.len() >= 3 && w.starts_with(word.as_str())))
-        })
-    }) {
-        total += 5 * query.len() as u32;
-    }
-    total
 }
 
 /// Makes a VFS path absolute and canonical: `servers/demo`, `./servers/demo/`, `/servers/x/../demo`
@@ -697,6 +662,8 @@ impl Vfs {
             snapshot.files.insert(path.clone(), file.clone());
         }
         snapshot.skills = skills.entries.clone();
+        // Built here, once per catalogue change, so that no search pays for it.
+        snapshot.index();
         let generation = if let Ok(mut current) = self.current.write() {
             snapshot.generation = snapshot.generation.max(current.generation + 1);
             let generation = snapshot.generation;
@@ -722,7 +689,7 @@ impl Vfs {
             generation: current.generation + 1,
             files: current.files.clone(),
             folders: current.folders.clone(),
-            skills: Vec::new(),
+            ..Snapshot::default()
         });
     }
 

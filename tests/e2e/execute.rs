@@ -100,6 +100,61 @@ async fn imports_resolve_in_every_form() {
     client.cancel().await.unwrap();
 }
 
+/// A server's index runs as forwarders that load a tool's module on its first call: a named
+/// import, the server's namespace and `/servers` all give the same callable functions.
+#[tokio::test]
+async fn a_large_server_is_imported_by_name_or_whole_and_its_tools_load_when_called() {
+    for isolation in ["process", "thread"] {
+        // The line lands in `LIMITS`' table, which `setup` writes last before `extra`.
+        let big = test_server_table("big", &["--mode", "generated-only", "--tools", "250"], "");
+        let dir = setup(
+            "exec-large-server",
+            &format!("isolation = {isolation:?}\n{big}"),
+        );
+        a_large_server_in(&dir).await;
+    }
+}
+
+async fn a_large_server_in(dir: &TempDir) {
+    let client = client(dir).await;
+    let program = r#"
+        import { tool_0042, tool_0042 as again } from './servers/big';
+        import * as big from './servers/big';
+        import * as servers from './servers';
+        const named = await tool_0042({ id: 'x' });
+        const [whole, nested] = await Promise.all([big.tool_0249({}), servers.big.tool_0001({ title: 't' })]);
+        const names = Object.keys(big);
+        export default {
+          named: JSON.stringify(named).includes('tool_0042'),
+          whole: JSON.stringify(whole).includes('tool_0249'),
+          nested: JSON.stringify(nested).includes('tool_0001'),
+          count: names.length,
+          first: names[0],
+          same: again === tool_0042 && servers.big.tool_0042 === tool_0042,
+          kinds: typeof servers.big.tool_0100,
+        };
+    "#;
+    let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+    assert!(!error, "{text}");
+    assert_eq!(
+        result_json(&text),
+        json!({"named": true, "whole": true, "nested": true, "count": 250, "first": "tool_0000",
+               "same": true, "kinds": "function"}),
+        "{text}"
+    );
+    let (text, error) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { tool_9999 } from './servers/big';\nexport default tool_9999;"}),
+    )
+    .await;
+    assert!(
+        error && text.contains("has no export `tool_9999`"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn results_map_by_kind_and_images_reach_the_client_as_blocks() {
     let dir = setup("exec-results", "");

@@ -61,7 +61,11 @@ pub fn broken_tools_json() -> Vec<String> {
 
 /// Every tool served at start, in listing order: the normal tools, then those of the modes.
 pub fn fixed_tools(settings: &Settings) -> Vec<Tool> {
-    let mut tools = normal_tools();
+    let mut tools = if settings.has(Mode::GeneratedOnly) {
+        Vec::new()
+    } else {
+        normal_tools()
+    };
     if settings.has(Mode::OddNames) {
         tools.extend(ODD_NAMES.iter().map(|name| odd_name_tool(name)));
     }

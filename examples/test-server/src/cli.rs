@@ -130,6 +130,9 @@ pub enum Mode {
     OddNames,
     /// Add --tools N (default 100) tools tool_0000... with realistic schemas.
     ManyTools,
+    /// List none of the normal tools (echo, add, ...): only what other modes add, so that
+    /// `--mode generated-only --tools N` serves a catalogue of exactly N tools (benches).
+    GeneratedOnly,
     /// Sleep --start-delay-ms (default 1000) before serving.
     SlowStart,
     /// Exit with code 4 when `tools/list` arrives, after writing "crashing on tools/list".

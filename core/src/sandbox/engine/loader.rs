@@ -81,7 +81,9 @@ impl Shared {
                 }
                 None => false,
             },
-            ModuleSource::Remote(_) => self.all_paths().iter().any(|p| p == path),
+            // Asked one path at a time (answers cached, misses too): the whole list is
+            // thousands of paths with a large catalogue, and only an error needs it.
+            ModuleSource::Remote(_) => self.module_source(path).is_some(),
         }
     }
 

@@ -55,3 +55,14 @@ fn every_input_schema_is_an_object_schema() {
 fn added_tools_are_numbered() {
     assert_eq!(added_tool(3).name, "added_3");
 }
+
+#[test]
+fn generated_only_serves_exactly_the_generated_tools() {
+    let argv = ["x", "--mode", "generated-only", "--tools", "3"];
+    let settings = Settings::try_from(Cli::try_parse_from(argv).unwrap()).unwrap();
+    let names: Vec<String> = fixed_tools(&settings)
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert_eq!(names, ["tool_0000", "tool_0001", "tool_0002"]);
+}
