@@ -16,6 +16,7 @@ mod gate;
 mod pin_ask;
 mod render;
 mod round_trip;
+mod tasks;
 mod value;
 
 use std::sync::{Arc, OnceLock};
@@ -30,6 +31,7 @@ pub use gate::Gate;
 pub use render::render;
 use render::render_with;
 pub use round_trip::{Client, Progress, Retry, StateSettings};
+pub use tasks::ExecutionTasks;
 #[cfg(test)]
 use value::map_result;
 

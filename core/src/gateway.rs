@@ -68,7 +68,7 @@ pub struct Gateway {
     /// Programs, their pauses, and direct calls.
     executor: Arc<Executor>,
     /// `execute_code` run as tasks (SEP-2663), in the process.
-    tasks: Arc<crate::server::ExecutionTasks>,
+    tasks: Arc<crate::execute::ExecutionTasks>,
     ready: watch::Receiver<bool>,
     ready_tx: watch::Sender<bool>,
     /// The warnings of [`names`], each said once.
@@ -219,7 +219,7 @@ impl Gateway {
                 .collect(),
             state: state_settings(&config),
         });
-        let tasks = Arc::new(crate::server::ExecutionTasks::new(
+        let tasks = Arc::new(crate::execute::ExecutionTasks::new(
             config
                 .server
                 .task_timeout_ms
@@ -414,7 +414,7 @@ impl Gateway {
     }
 
     /// The executions run as tasks.
-    pub fn tasks(&self) -> &Arc<crate::server::ExecutionTasks> {
+    pub fn tasks(&self) -> &Arc<crate::execute::ExecutionTasks> {
         &self.tasks
     }
 

@@ -310,7 +310,7 @@ impl Session {
                 capabilities: capabilities.clone(),
                 parent: Parent::from_meta(&context.meta),
             };
-            if let Some(created) = self.gateway.tasks().start(self.gateway.clone(), started) {
+            if let Some(created) = super::tasks::start(self.gateway.clone(), started) {
                 return Ok(CallToolResponse::Task(created));
             }
         }

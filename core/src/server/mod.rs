@@ -11,7 +11,6 @@ use std::{sync::Arc, time::Duration};
 use rmcp::{RoleServer, ServiceExt};
 
 pub use handler::Session;
-pub use tasks::ExecutionTasks;
 
 use crate::{
     gateway::Gateway,

@@ -1,30 +1,30 @@
 //! The Tasks extension (SEP-2663) on Runbyte's side: `execute_code` run as a task for a
-//! 2026-07-28 client that declared the extension ([`ExecutionTasks`]), and `tasks/get`,
+//! 2026-07-28 client that declared the extension ([`start`], kept in
+//! [`crate::execute::ExecutionTasks`]), and `tasks/get`,
 //! `tasks/update` and `tasks/cancel`, which reach either such an execution or the server whose
 //! task answered a direct call ([`crate::hub::Hub::task_request`]). rmcp answers them -32021
 //! for a request that did not declare the extension, and `tasks/list` and `tasks/result` (which
 //! SEP-2663 removed) -32601.
 //!
-//! An execution's task lives in this process (rmcp's [`TaskManager`]): a replica that did not
+//! An execution's task lives in this process (rmcp's `TaskManager`): a replica that did not
 //! start it does not know its id. While it runs, its `statusMessage` says for how long and how
 //! many tool calls it made (each second). Its questions (elicitation, a policy's approval) are the
 //! task's `input_required` status, answered by `tasks/update`; `tasks/cancel` stops the
 //! execution, whose downstream calls are cancelled with it. A task may run `task-timeout-ms`
 //! (1 hour by default), then it fails; it is kept as long again once it ended, and at most
-//! [`MAX_RUNNING`] run at once (past that, `execute_code` answers in the request as before).
+//! 256 run at once (`execute::ExecutionTasks`; past that, `execute_code` answers in the request
+//! as before).
 //! A result is as large as the execution's own limits allow (`max-output-bytes`).
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolResponse, CancelTaskParams, ClientCapabilities, CreateTaskResult, ErrorData,
     GetTaskParams, GetTaskResult, ServerResult, UpdateTaskParams,
 };
-use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture, TaskManager, TaskOptions};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -33,23 +33,6 @@ use crate::gateway::Gateway;
 use crate::hub::TaskRequest;
 use crate::relay::{Asker, Question};
 use crate::telemetry::Parent;
-
-/// The most executions that run as tasks at once.
-pub const MAX_RUNNING: usize = 256;
-
-/// How long an execution's task may take when `task-timeout-ms` does not say.
-pub const DEFAULT_TASK_TIMEOUT: Duration = Duration::from_secs(3600);
-
-/// The poll interval an execution's task suggests.
-const POLL_INTERVAL_MS: u64 = 500;
-
-/// The executions run as tasks, with who owns each.
-pub struct ExecutionTasks {
-    manager: TaskManager,
-    /// Task id → its owner (see `Session::task_owner`).
-    owners: Mutex<HashMap<String, String>>,
-    timeout: Duration,
-}
 
 /// What an execution run as a task needs of its client, owned (it outlives the request).
 pub struct Started {
@@ -62,44 +45,14 @@ pub struct Started {
     pub parent: Parent,
 }
 
-impl ExecutionTasks {
-    pub fn new(timeout: Option<Duration>) -> Self {
-        ExecutionTasks {
-            manager: TaskManager::new(),
-            owners: Mutex::default(),
-            timeout: timeout.unwrap_or(DEFAULT_TASK_TIMEOUT),
-        }
-    }
-
-    /// Starts `started` as a task; `None` when [`MAX_RUNNING`] already run (the caller runs it
-    /// in the request instead).
-    pub fn start(&self, gateway: Arc<Gateway>, started: Started) -> Option<CreateTaskResult> {
-        if self.manager.running_task_count() >= MAX_RUNNING {
-            return None;
-        }
-        let owner = started.owner.clone();
-        let ttl = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
-        let options = TaskOptions::new()
-            .with_ttl_ms(ttl)
-            .with_poll_interval_ms(POLL_INTERVAL_MS);
-        let task = self.manager.spawn(options, move |context| -> TaskFuture {
-            Box::pin(run(gateway, started, context))
-        });
-        if let Ok(mut owners) = self.owners.lock() {
-            // Forget the tasks the manager no longer holds (it drops them past their TTL).
-            if owners.len() >= 4 * MAX_RUNNING {
-                owners.retain(|id, _| self.manager.get_task(id).is_ok());
-            }
-            owners.insert(task.task_id.clone(), owner);
-        }
-        Some(CreateTaskResult::new(task))
-    }
-
-    /// Whether `id` is an execution's task; `Some(false)` when it is another owner's.
-    fn owned(&self, id: &str, owner: &str) -> Option<bool> {
-        let owners = self.owners.lock().ok()?;
-        owners.get(id).map(|holder| holder == owner)
-    }
+/// Starts `started` as a task of `gateway`'s; `None` when the most tasks already run (the
+/// caller runs it in the request instead).
+pub fn start(gateway: Arc<Gateway>, started: Started) -> Option<CreateTaskResult> {
+    let owner = started.owner.clone();
+    let tasks = gateway.tasks().clone();
+    tasks.start(owner, move |context| -> TaskFuture {
+        Box::pin(run(gateway, started, context))
+    })
 }
 
 /// Runs one execution as the task `context`: its questions are the task's, its cancellation
@@ -195,7 +148,7 @@ pub async fn get(
     match tasks.owned(&request.task_id, owner) {
         Some(true) => {
             return Ok(GetTaskResult::new(
-                tasks.manager.get_task(&request.task_id)?,
+                tasks.manager().get_task(&request.task_id)?,
             ));
         }
         Some(false) => return Err(unknown(&request.task_id)),
@@ -221,7 +174,7 @@ pub async fn update(
     match tasks.owned(&request.task_id, owner) {
         Some(true) => {
             return tasks
-                .manager
+                .manager()
                 .update_task(&request.task_id, request.input_responses);
         }
         Some(false) => return Err(unknown(&request.task_id)),
@@ -243,7 +196,7 @@ pub async fn cancel(
 ) -> Result<(), ErrorData> {
     let tasks = gateway.tasks();
     match tasks.owned(&request.task_id, owner) {
-        Some(true) => return tasks.manager.cancel_task(&request.task_id),
+        Some(true) => return tasks.manager().cancel_task(&request.task_id),
         Some(false) => return Err(unknown(&request.task_id)),
         None => {}
     }
