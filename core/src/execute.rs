@@ -178,6 +178,7 @@ impl Executor {
             execution: id.clone(),
             judges,
             tokens: Arc::default(),
+            cached: Arc::default(),
         };
         let bridge = Arc::new(HubBridge::new(
             self.gate.clone(),
@@ -303,8 +304,12 @@ impl Executor {
             consumed,
             session: &add_to_session,
         };
-        let (mut rendered, accounting) =
-            render_with(outcome, prepared.limits.max_output_bytes, Some(tokens));
+        let (mut rendered, accounting) = render_with(
+            outcome,
+            prepared.limits.max_output_bytes,
+            Some(tokens),
+            prepared.bridge.cached(),
+        );
         if let Some(diverged) = prepared.bridge.diverged() {
             rendered = CallToolResult::error(vec![ContentBlock::text(diverged)]);
         }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod apps;
+mod cache;
 mod catalog;
 mod config;
 mod direct;

@@ -508,6 +508,14 @@ impl HubBridge {
         self.divergence.diverged().cloned()
     }
 
+    /// How many of the execution's calls were answered from kept results (see
+    /// [`crate::hub::Hub::read_resource_kept`]).
+    pub fn cached(&self) -> u32 {
+        self.caller
+            .cached
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The tokens the tool results of this execution would have cost the model through direct
     /// calls, by server, once every count is done.
     pub async fn consumed(&self) -> std::collections::BTreeMap<String, crate::tokens::Count> {

@@ -66,6 +66,7 @@ impl Executor {
             execution: super::execution_id(),
             judges,
             tokens: Arc::default(),
+            cached: Arc::default(),
         };
         let (server, tool) = call.target;
         let request = Request {

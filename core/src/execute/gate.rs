@@ -50,6 +50,9 @@ pub struct Caller {
     pub judges: Vec<Judge>,
     /// Where the tokens of the results are counted.
     pub tokens: Arc<Pending>,
+    /// How many of its calls were answered from what the servers' caching hints let the Hub
+    /// keep (the summary's `cached`).
+    pub cached: Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// Where one call stands in its execution: the calls made before it (a direct call: none).
@@ -294,7 +297,7 @@ impl Gate {
         };
         if reads_resource {
             let read = self
-                .read_resource(&caller.session, &server, &arguments)
+                .read_resource((&caller.session, &caller.cached), &server, &arguments)
                 .await?;
             *watched.outcome = CallOutcome::Ok;
             return Ok((Ok(read), None));
@@ -347,7 +350,7 @@ impl Gate {
     /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`).
     async fn read_resource(
         &self,
-        session: &str,
+        (session, cached): (&str, &std::sync::atomic::AtomicU32),
         server: &str,
         arguments: &Value,
     ) -> Result<Value, String> {
@@ -361,11 +364,15 @@ impl Gate {
                  (runbyte://{server}/<uri>, or ui://{server}/<rest> for a UI resource)"
             ));
         }
-        let result = self
+        let (result, kept) = self
             .hub
-            .read_resource(uri, Some(session))
+            .read_resource_kept(uri, Some(session))
             .await
             .map_err(|e| e.to_string())?;
+        if kept {
+            cached.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.telemetry.cache_hit(server, "resource");
+        }
         Ok(serde_json::to_value(result.contents).unwrap_or(Value::Null))
     }
 }

@@ -55,7 +55,7 @@ fn as_block(value: &Value) -> Option<ContentBlock> {
 /// one-line summary, and any content blocks; all within `max_output_bytes`.
 #[cfg(test)]
 pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
-    render_with(outcome, max_output_bytes, None).0
+    render_with(outcome, max_output_bytes, None, 0).0
 }
 
 /// How an execution's tokens are told: what the tool results it read cost, and the session's
@@ -70,11 +70,13 @@ const TOKENS_ROOM: usize = 200;
 
 /// [`render`], with the summary telling the tokens the answer costs (its result and console,
 /// counted in [`crate::tokens::ENCODING`]) beside those of the tool results the program read;
-/// those tokens are returned too.
+/// those tokens are returned too. `cached` of its calls were answered from results kept by the
+/// servers' caching hints: the summary says so when there are any.
 pub fn render_with(
     outcome: Outcome,
     max_output_bytes: usize,
     tokens: Option<Tokens<'_>>,
+    cached: u32,
 ) -> (CallToolResult, Option<Accounting>) {
     let mut blocks = Vec::new();
     let (mut body, failed) = match outcome.result {
@@ -134,6 +136,9 @@ pub fn render_with(
         if outcome.calls == 1 { "" } else { "s" },
         outcome.failed_calls
     );
+    if cached > 0 {
+        summary.push_str(&format!(" · {cached} from cache"));
+    }
     // The summary always fits; the result comes before the console.
     let room = if tokens.is_some() { TOKENS_ROOM } else { 0 };
     let budget = max_output_bytes.saturating_sub(summary.len() + 64 + room);

@@ -869,9 +869,24 @@ impl Hub {
         uri: &str,
         session: Option<&str>,
     ) -> Result<ReadResourceResult, CatalogError> {
+        self.read_resource_kept(uri, session)
+            .await
+            .map(|(result, _)| result)
+    }
+
+    /// [`Hub::read_resource`], answered from the reads kept by the server's caching hints
+    /// (`ttlMs`, `cacheScope`; see [`super::cache`]) while they are fresh; whether it was.
+    pub async fn read_resource_kept(
+        &self,
+        uri: &str,
+        session: Option<&str>,
+    ) -> Result<(ReadResourceResult, bool), CatalogError> {
         let (slot, original) = self.resource_slot(uri).await?;
         let original: &str = &original;
         let server = slot.name.clone();
+        if let Some(kept) = self.inner.reads.get(&server, original, session) {
+            return Ok((kept, true));
+        }
         let unavailable = |why: String| CatalogError::Unavailable {
             server: server.clone(),
             why,
@@ -940,7 +955,8 @@ impl Hub {
             self.inner.uris.in_contents(&server, contents);
         }
         crate::redact::guard_result(&mut result);
-        Ok(result)
+        self.inner.reads.put(&server, original, session, &result);
+        Ok((result, false))
     }
 
     /// Gets a prompt (by the server's own name for it), bounded by the server's call timeout;

@@ -12,6 +12,7 @@
 //! one re-list runs and one waits per server.
 
 mod apps;
+mod cache;
 mod catalog;
 mod client;
 mod completion;
@@ -468,6 +469,8 @@ struct Inner {
     pins: Arc<crate::pins::Pins>,
     /// The servers' tasks handed to clients, by Runbyte's id (see [`tasks`]).
     tasks: tasks::Tasks,
+    /// Resource reads kept by the servers' caching hints (see [`cache`]).
+    reads: cache::Reads,
 }
 
 /// The Hub. Cheap to clone.
@@ -548,6 +551,7 @@ impl Hub {
                 stopping: CancellationToken::new(),
                 pins: Arc::new(pins),
                 tasks: tasks::Tasks::default(),
+                reads: cache::Reads::default(),
             }),
         };
         hub.watch_pins();
@@ -563,15 +567,19 @@ impl Hub {
                     }
                     Change::Resources(server) => {
                         hub.inner.lists.forget(&server, catalog::Kind::Resources);
+                        hub.inner.reads.forget_server(&server);
                         HubEvent::ResourcesChanged { server }
                     }
                     Change::Prompts(server) => {
                         hub.inner.lists.forget(&server, catalog::Kind::Prompts);
                         HubEvent::PromptsChanged { server }
                     }
-                    Change::ResourceUpdated(server, uri) => HubEvent::ResourceUpdated {
-                        uri: hub.inner.uris.client_uri(&server, &uri),
-                    },
+                    Change::ResourceUpdated(server, uri) => {
+                        hub.inner.reads.forget_uri(&server, &uri);
+                        HubEvent::ResourceUpdated {
+                            uri: hub.inner.uris.client_uri(&server, &uri),
+                        }
+                    }
                 };
                 let _ = hub.inner.events.send(event);
             }

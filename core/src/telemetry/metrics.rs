@@ -6,6 +6,7 @@
 //! | `runbyte_execution_duration_seconds` (histogram) | — |
 //! | `runbyte_tool_calls_total` | `server`, `tool`, `outcome` (`ok`, `tool_error`, `denied`, `timeout`, `failed`) |
 //! | `runbyte_limit_hits_total` | `limit`: `timeout`, `memory`, `stack`, `size`, `queue`, `call-timeout` |
+//! | `runbyte_cache_hits_total` | `server`, `kind` (`resource`): answers from what a server's caching hints let Runbyte keep |
 //! | `runbyte_downstream_server_up` (gauge, read at scrape time) | `server`, `state` (`starting`, `ready`, `failed`) |
 //!
 //! Labels stay bounded: a server is a configured one (or `_unknown`: a program may name any);
@@ -53,6 +54,12 @@ struct LimitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    server: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServerLabels {
     server: String,
     state: &'static str,
@@ -65,6 +72,7 @@ pub struct Metrics {
     duration: Histogram,
     calls: Family<CallLabels, Counter>,
     limits: Family<LimitLabels, Counter>,
+    cache_hits: Family<CacheLabels, Counter>,
     servers: Family<ServerLabels, Gauge>,
     /// The configured servers: the only server labels.
     known: BTreeSet<String>,
@@ -108,6 +116,12 @@ impl Metrics {
             "Executions and calls stopped by a limit, by limit",
             limits.clone(),
         );
+        let cache_hits = Family::<CacheLabels, Counter>::default();
+        registry.register(
+            "runbyte_cache_hits",
+            "Answers given from what the servers' caching hints (ttlMs, cacheScope) let Runbyte keep",
+            cache_hits.clone(),
+        );
         let servers = Family::<ServerLabels, Gauge>::default();
         registry.register(
             "runbyte_downstream_server_up",
@@ -120,6 +134,7 @@ impl Metrics {
             duration,
             calls,
             limits,
+            cache_hits,
             servers,
             known,
             tools: Mutex::default(),
@@ -206,6 +221,21 @@ impl Metrics {
         } else {
             "_other".to_owned()
         }
+    }
+
+    /// One answer from the cache of `server`'s results (`kind`: `resource`).
+    pub(super) fn cache_hit(&self, server: &str, kind: &'static str) {
+        let server = if self.known.contains(server) {
+            server
+        } else {
+            "_unknown"
+        };
+        self.cache_hits
+            .get_or_create(&CacheLabels {
+                server: server.to_owned(),
+                kind,
+            })
+            .inc();
     }
 
     /// The metrics as OpenMetrics text, with the servers' states (name, `starting` | `ready` |

@@ -242,6 +242,14 @@ impl Telemetry {
         }
     }
 
+    /// Counts an answer given from the reads kept by a server's caching hints (`kind`:
+    /// `resource`), instead of asking the server.
+    pub fn cache_hit(&self, server: &str, kind: &'static str) {
+        if let Some(metrics) = &self.metrics {
+            metrics.cache_hit(server, kind);
+        }
+    }
+
     /// Ends an execution: its span's outcome and limit, and the metrics.
     pub fn execution_done(&self, span: Span, end: ExecutionEnd, duration: Duration) {
         let (outcome, limit) = match &end {

@@ -74,6 +74,9 @@ pub struct Fixture {
     added_prompts: AtomicUsize,
     /// How many resources `test_trigger_resource_change` added.
     added_resources: AtomicUsize,
+    /// How many times `test://cached` and `test://cached-private` were read.
+    cached_reads: AtomicUsize,
+    private_reads: AtomicUsize,
     /// The key that signs `requestState`: a fresh random SipHash key per process.
     key: RandomState,
     /// The tasks the task fixtures started (SEP-2663), in memory.

@@ -1,14 +1,17 @@
 //! The fixture resources: two static ones (text and binary), one to watch, the template
-//! `test://template/{id}/data`, and those `test_trigger_resource_change` adds.
+//! `test://template/{id}/data`, those `test_trigger_resource_change` adds, and two that may be
+//! kept (SEP-2549 hints; not the suite's, for Runbyte's cache tests): `test://cached` (public,
+//! `ttlMs` [`CACHED_TTL_MS`]) and `test://cached-private` (private, a minute). Each says how
+//! many times it has been read, this read counted, so a kept answer shows as a repeated count.
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
+    CacheScope, ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
 use serde_json::json;
 
-use super::{count, subscribed};
+use super::{bump, count, subscribed};
 use crate::calls::PNG_BASE64;
 use crate::server::State;
 
@@ -16,6 +19,10 @@ pub const STATIC_TEXT: &str = "test://static-text";
 pub const STATIC_BINARY: &str = "test://static-binary";
 pub const WATCHED: &str = "test://watched-resource";
 pub const TEMPLATE: &str = "test://template/{id}/data";
+pub const CACHED: &str = "test://cached";
+pub const CACHED_PRIVATE: &str = "test://cached-private";
+/// How long `test://cached` may be kept.
+pub const CACHED_TTL_MS: u64 = 1500;
 
 /// The URI of the `k`-th resource that `test_trigger_resource_change` adds.
 pub fn added_uri(k: usize) -> String {
@@ -32,6 +39,14 @@ pub fn list(state: &State) -> ListResourcesResult {
             .with_mime_type("image/png"),
         Resource::new(WATCHED, "watched-resource")
             .with_description("A resource to subscribe to")
+            .with_mime_type("text/plain"),
+        Resource::new(CACHED, "cached")
+            .with_description("May be kept 1.5 s by anyone (public); says how often it was read")
+            .with_mime_type("text/plain"),
+        Resource::new(CACHED_PRIVATE, "cached-private")
+            .with_description(
+                "May be kept a minute per session (private); says how often it was read",
+            )
             .with_mime_type("text/plain"),
     ];
     resources.extend((1..=count(&state.fixture.added_resources)).map(|k| {
@@ -64,6 +79,23 @@ pub fn read(
     request: &ReadResourceRequestParams,
 ) -> Result<ReadResourceResponse, ErrorData> {
     let uri = request.uri.as_str();
+    if let Some((reads, ttl, scope)) = match uri {
+        CACHED => Some((
+            &state.fixture.cached_reads,
+            CACHED_TTL_MS,
+            CacheScope::Public,
+        )),
+        CACHED_PRIVATE => Some((&state.fixture.private_reads, 60_000, CacheScope::Private)),
+        _ => None,
+    } {
+        let n = bump(reads);
+        let contents =
+            ResourceContents::text(format!("read {n}"), uri).with_mime_type("text/plain");
+        let mut result = ReadResourceResult::new(vec![contents]);
+        result.ttl_ms = Some(ttl);
+        result.cache_scope = Some(scope);
+        return Ok(result.into());
+    }
     let added = (1..=count(&state.fixture.added_resources)).any(|k| added_uri(k) == uri);
     let contents = match uri {
         STATIC_TEXT => {

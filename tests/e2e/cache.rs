@@ -1,0 +1,124 @@
+//! Resource reads kept by the server's caching hints (SEP-2549: `ttlMs`, `cacheScope`): the
+//! test server's `test://cached` (public, 1.5 s) and `test://cached-private` (private, a
+//! minute) say how many times they were read, so an answer from Runbyte's cache shows as a
+//! repeated count.
+
+use std::time::Duration;
+
+use rmcp::{ServiceExt, model::SubscribeRequestParams, transport::StreamableHttpClientTransport};
+use runbyte_tests::{Served, TempDir, call, config_of, result_json, test_server_table};
+use serde_json::json;
+
+/// A hang bound only.
+const BOUND: Duration = Duration::from_secs(60);
+
+fn config() -> String {
+    config_of(&[test_server_table(
+        "fixtures",
+        &["--mode", "conformance"],
+        "",
+    )])
+}
+
+/// A program reading `uri` of the fixtures `times` times: the distinct texts it got.
+fn reads(uri: &str, times: usize) -> serde_json::Value {
+    json!({"code": format!(
+        "import {{ readResource }} from './servers/resources';\n\
+         const seen = new Set();\n\
+         for (let i = 0; i < {times}; i++) {{\n\
+           const [first] = await readResource('runbyte://fixtures/{uri}');\n\
+           seen.add(first.text);\n\
+         }}\n\
+         export default [...seen];"
+    )})
+}
+
+#[tokio::test]
+async fn a_cacheable_resource_is_read_once_within_its_ttl() {
+    let dir = TempDir::new("cache-ttl");
+    dir.write("runbyte.toml", &config());
+    let client = runbyte_tests::client(&dir).await;
+    let run = async {
+        let (text, error) = call(&client, "execute_code", reads("test://cached", 100)).await;
+        assert!(!error, "{text}");
+        assert_eq!(result_json(&text), json!(["read 1"]), "{text}");
+        assert!(
+            text.contains("100 tool calls") && text.contains("99 from cache"),
+            "{text}"
+        );
+        // Past its ttl it is read again, once.
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+        let (text, error) = call(&client, "execute_code", reads("test://cached", 100)).await;
+        assert!(!error, "{text}");
+        assert_eq!(result_json(&text), json!(["read 2"]), "{text}");
+    };
+    tokio::time::timeout(BOUND, run).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_resource_update_empties_what_was_kept() {
+    let dir = TempDir::new("cache-update");
+    dir.write("runbyte.toml", &config());
+    let client = runbyte_tests::client(&dir).await;
+    let run = async {
+        #[allow(deprecated)]
+        client
+            .peer()
+            .subscribe(SubscribeRequestParams::new(
+                "runbyte://fixtures/test://cached-private",
+            ))
+            .await
+            .unwrap();
+        let (text, _) = call(&client, "execute_code", reads("test://cached-private", 3)).await;
+        assert_eq!(result_json(&text), json!(["read 1"]), "{text}");
+        let (text, _) = call(&client, "execute_code", reads("test://cached-private", 3)).await;
+        assert_eq!(result_json(&text), json!(["read 1"]), "{text}");
+        let (text, error) = call(
+            &client,
+            "execute_code",
+            json!({"code": "import { callTool } from 'runbyte:bridge';\n\
+                            export default await callTool('fixtures', 'test_trigger_resource_update', {uri: 'test://cached-private'});"}),
+        )
+        .await;
+        assert!(!error, "{text}");
+        // The update reaches the Hub asynchronously: within the bound, the next read is new.
+        loop {
+            let (text, _) = call(&client, "execute_code", reads("test://cached-private", 3)).await;
+            if result_json(&text) == json!(["read 2"]) {
+                break;
+            }
+            assert_eq!(result_json(&text), json!(["read 1"]), "{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(BOUND, run).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_read_is_not_shared_between_clients() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let served = Served::with_config("cache-private", "http", &config());
+    let url = format!("http://127.0.0.1:{}/mcp", served.port);
+    let run = async {
+        let first = ().serve(StreamableHttpClientTransport::from_uri(url.clone())).await.unwrap();
+        let second = ().serve(StreamableHttpClientTransport::from_uri(url)).await.unwrap();
+        // The first client reads the server once, then its own kept read.
+        let (text, error) = call(&first, "execute_code", reads("test://cached-private", 5)).await;
+        assert!(!error, "{text}");
+        assert_eq!(result_json(&text), json!(["read 1"]), "{text}");
+        assert!(text.contains("4 from cache"), "{text}");
+        let (text, _) = call(&first, "execute_code", reads("test://cached-private", 5)).await;
+        assert!(text.contains("5 from cache"), "{text}");
+        // The second is not answered with the first's: it reaches the server itself.
+        let (text, error) = call(&second, "execute_code", reads("test://cached-private", 5)).await;
+        assert!(!error, "{text}");
+        assert!(text.contains("4 from cache"), "{text}");
+        // A public read is shared: the second client is answered with the first's.
+        let (text, _) = call(&first, "execute_code", reads("test://cached", 5)).await;
+        assert!(text.contains("4 from cache"), "{text}");
+        let (again, _) = call(&second, "execute_code", reads("test://cached", 5)).await;
+        assert!(again.contains("5 from cache"), "{again}");
+        assert_eq!(result_json(&text), result_json(&again), "{text} / {again}");
+    };
+    tokio::time::timeout(BOUND, run).await.unwrap();
+}
