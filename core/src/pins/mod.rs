@@ -502,16 +502,30 @@ pub fn load(server: &str, file: &Path) -> Result<Option<PinFile>, String> {
     Ok(Some(pins))
 }
 
-/// Writes `server`'s `pins` to `file`, privately and atomically.
+/// A [`PinFile`] as it is written: borrowed, so that saving copies none of the definitions.
+#[derive(Serialize)]
+struct Written<'a> {
+    version: u32,
+    server: &'a str,
+    tools: &'a Tools,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompts: Option<&'a Tools>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    templates: Option<&'a Tools>,
+}
+
+/// Writes `server`'s `pins` to `file`, privately and atomically, as compact JSON (`runbyte
+/// pins list` and `diff` are the readable forms).
 pub fn save(server: &str, file: &Path, pins: &PinSet) -> std::io::Result<()> {
-    let pins = PinFile {
+    let none = Tools::new();
+    let written = Written {
         version: FORMAT,
-        server: server.to_owned(),
-        tools: pins.tools.clone().unwrap_or_default(),
-        prompts: pins.prompts.clone(),
-        templates: pins.templates.clone(),
+        server,
+        tools: pins.tools.as_ref().unwrap_or(&none),
+        prompts: pins.prompts.as_ref(),
+        templates: pins.templates.as_ref(),
     };
-    let text = serde_json::to_vec_pretty(&pins).map_err(std::io::Error::other)?;
+    let text = serde_json::to_vec(&written).map_err(std::io::Error::other)?;
     crate::config::write_private(file, &text)
 }
 
