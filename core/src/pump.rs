@@ -81,7 +81,12 @@ pub struct Direct<R: ServiceRole> {
     read: fn(&str) -> Option<Answer<R>>,
     /// The picked requests not yet answered.
     waiting: Mutex<HashSet<RequestId>>,
+    /// Told of every message read, in the order the peer sent them, before rmcp sees it.
+    watch: Option<Watch<R>>,
 }
+
+/// What [`Direct::watching`] is told of each message read.
+type Watch<R> = Box<dyn Fn(&RxJsonRpcMessage<R>) + Send + Sync>;
 
 /// An answer read directly, with the id of the request it answers.
 type Answer<R> = (RequestId, RxJsonRpcMessage<R>);
@@ -101,6 +106,17 @@ impl<R: ServiceRole> Direct<R> {
             }
             waiting.insert(id);
         }
+    }
+
+    /// Tells `watch` of every message read, in the order the peer sent them, before rmcp
+    /// sees it (rmcp hands notifications to tasks of their own, so their order against the
+    /// answers is lost past this point).
+    pub fn watching(
+        mut self,
+        watch: impl Fn(&RxJsonRpcMessage<R>) + Send + Sync + 'static,
+    ) -> Self {
+        self.watch = Some(Box::new(watch));
+        self
     }
 
     fn answer(&self, text: &str) -> Option<RxJsonRpcMessage<R>> {
@@ -125,6 +141,7 @@ pub fn tool_call_answers() -> Direct<RoleClient> {
         },
         read: read_tool_call_answer,
         waiting: Mutex::default(),
+        watch: None,
     }
 }
 
@@ -175,6 +192,19 @@ struct Reader<R: ServiceRole> {
 
 impl<R: ServiceRole> Reader<R> {
     fn parse(&self, text: &str) -> Parsed<R> {
+        let parsed = self.parse_unwatched(text);
+        if let (Parsed::Message(message), Some(watch)) = (
+            &parsed,
+            self.direct
+                .as_ref()
+                .and_then(|direct| direct.watch.as_ref()),
+        ) {
+            watch(message);
+        }
+        parsed
+    }
+
+    fn parse_unwatched(&self, text: &str) -> Parsed<R> {
         if let Some(message) = self.direct.as_ref().and_then(|direct| direct.answer(text)) {
             return Parsed::Message(message);
         }

@@ -496,14 +496,23 @@ impl Opening<'_> {
             .await
             .map_err(|e| Failed::Other(format!("the connect task failed: {e}")))?
             .map_err(|e| Failed::Other(e.to_string()))?;
+        let callers = Callers::default();
+        let read = callers.clone();
+        let answers = crate::pump::tool_call_answers().watching(move |message| {
+            if let rmcp::model::JsonRpcMessage::Notification(notification) = message
+                && let rmcp::model::ServerNotification::ProgressNotification(progress) =
+                    &notification.notification
+            {
+                read.arrived(&progress.params.progress_token);
+            }
+        });
         let transport = PumpTransport::<RoleClient>::reading_directly(
             pump.clone(),
             name.to_owned(),
             OnGarbage::Recover,
-            Some(crate::pump::tool_call_answers()),
+            Some(answers),
         );
         let reason = transport.close_reason();
-        let callers = Callers::default();
         let client = HubClient {
             server: name.to_owned(),
             changes: self.changes.clone(),

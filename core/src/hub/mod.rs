@@ -1519,10 +1519,6 @@ pub(super) async fn answer_questions(
     Ok(answers)
 }
 
-/// How long the answer to a call whose server reported progress waits for the progress sent
-/// just before it.
-const PROGRESS_SETTLE: Duration = Duration::from_millis(20);
-
 /// One `tools/call` request, as rmcp's `call_tool_once` sends it, but with the progress token
 /// rmcp gives the request recorded on the call's [`Caller`] before the request goes: the
 /// server's progress is routed by it. Dropped before the answer, the request is cancelled
@@ -1549,16 +1545,9 @@ async fn call_once(
     let answer = handle.await_response().await;
     abandoned.disarm();
     // rmcp hands each notification to a task of its own: progress the server sent before its
-    // answer may not have been passed on yet. Those tasks run first, before the answer goes; a
-    // server that reports progress is given a moment more (its call is a long one), so that
-    // its last report is not overtaken by its answer on a loaded machine.
+    // answer may not have been passed on yet, and must not be overtaken by it.
     if caller.has_notices() {
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
-        if caller.progressed() {
-            tokio::time::sleep(PROGRESS_SETTLE).await;
-        }
+        caller.settle().await;
     }
     match answer? {
         rmcp::model::ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),

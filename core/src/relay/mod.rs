@@ -435,6 +435,45 @@ pub struct Callers {
     /// The last calls that ended, for progress their server sent just before its answer that
     /// rmcp's tasks hand on just after it (at most [`ENDED`], for [`LATE`]).
     ended: Arc<Mutex<std::collections::VecDeque<Ended>>>,
+    /// Progress read from the connection and not yet passed on.
+    unsent: Arc<Unsent>,
+}
+
+/// Progress the connection has read and [`Callers::progress`] has not yet passed on, by token:
+/// what an answer read after it waits for, so that it does not overtake the server's last
+/// reports (rmcp hands each notification to a task of its own, answers straight to the
+/// caller).
+#[derive(Default)]
+struct Unsent {
+    counts: Mutex<std::collections::HashMap<rmcp::model::ProgressToken, usize>>,
+    sent: tokio::sync::Notify,
+}
+
+/// The most tokens [`Unsent`] counts: past it (a server sending progress on tokens no call
+/// holds faster than it is passed on), it forgets them, and answers stop waiting for them.
+const MAX_UNSENT: usize = 1024;
+
+/// The longest an answer waits for the progress read before it to be passed on.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Unsent {
+    fn pending(&self, token: &rmcp::model::ProgressToken) -> bool {
+        self.counts
+            .lock()
+            .is_ok_and(|counts| counts.get(token).is_some_and(|n| *n > 0))
+    }
+
+    fn sent(&self, token: &rmcp::model::ProgressToken) {
+        if let Ok(mut counts) = self.counts.lock()
+            && let Some(n) = counts.get_mut(token)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(token);
+            }
+        }
+        self.sent.notify_waiters();
+    }
 }
 
 /// A call that ended, and when.
@@ -451,9 +490,8 @@ pub struct Caller {
     asker: Option<Arc<dyn Asker>>,
     notices: Option<Arc<dyn Notices>>,
     token: Mutex<Option<rmcp::model::ProgressToken>>,
-    /// Whether its server has sent progress on it.
-    progressed: std::sync::atomic::AtomicBool,
     refused: Mutex<Option<String>>,
+    unsent: Arc<Unsent>,
 }
 
 impl Caller {
@@ -471,10 +509,22 @@ impl Caller {
         self.notices.is_some()
     }
 
-    /// Whether its server has sent progress on it (so may have sent more just before its
-    /// answer).
-    pub fn progressed(&self) -> bool {
-        self.progressed.load(std::sync::atomic::Ordering::Acquire)
+    /// Waits (at most [`SETTLE`]) until the progress its server sent before the answer just
+    /// read has been passed on.
+    pub async fn settle(&self) {
+        let Some(token) = self.token.lock().ok().and_then(|held| held.clone()) else {
+            return;
+        };
+        let until = tokio::time::Instant::now() + SETTLE;
+        loop {
+            let sent = self.unsent.sent.notified();
+            if !self.unsent.pending(&token) {
+                return;
+            }
+            if tokio::time::timeout_at(until, sent).await.is_err() {
+                return;
+            }
+        }
     }
 
     fn holds(&self, token: &rmcp::model::ProgressToken) -> bool {
@@ -529,8 +579,8 @@ impl Callers {
             asker,
             notices,
             token: Mutex::new(None),
-            progressed: std::sync::atomic::AtomicBool::new(false),
             refused: Mutex::new(None),
+            unsent: self.unsent.clone(),
         });
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(caller.clone());
@@ -538,6 +588,18 @@ impl Callers {
         InFlight {
             callers: self.clone(),
             caller,
+        }
+    }
+
+    /// The connection read progress on `token`, which [`Callers::progress`] will pass on: an
+    /// answer read after it waits for that (see [`Caller::settle`]). Called by the reader, in
+    /// the order the server sent its messages.
+    pub fn arrived(&self, token: &rmcp::model::ProgressToken) {
+        if let Ok(mut counts) = self.unsent.counts.lock() {
+            if counts.len() >= MAX_UNSENT && !counts.contains_key(token) {
+                counts.clear();
+            }
+            *counts.entry(token.clone()).or_default() += 1;
         }
     }
 
@@ -553,8 +615,6 @@ impl Callers {
     ) {
         let in_flight = self.calls.lock().ok().and_then(|calls| {
             let call = calls.iter().find(|call| call.holds(token))?;
-            call.progressed
-                .store(true, std::sync::atomic::Ordering::Release);
             call.notices.clone()
         });
         let notices = in_flight.or_else(|| {
@@ -567,6 +627,7 @@ impl Callers {
         if let Some(notices) = notices {
             notices.progress(progress, total, message).await;
         }
+        self.unsent.sent(token);
     }
 
     /// A log message the server sent: to the [`Notices`] of the call in flight, when every call
@@ -760,6 +821,33 @@ mod tests {
         callers.progress(&token(2), 3.0, None, None).await;
         callers.progress(&token(4), 1.0, None, None).await;
         assert_eq!((count(&one), count(&two)), (2, 3));
+    }
+
+    #[tokio::test]
+    async fn an_answer_waits_for_the_progress_read_before_it() {
+        let callers = Callers::default();
+        let notices = Arc::new(Counted::default());
+        let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(7));
+        let call = callers.enter(None, Some(notices.clone()));
+        call.caller().sent_with(token.clone());
+        // Read from the wire before the answer, passed on by tasks that run later.
+        callers.arrived(&token);
+        callers.arrived(&token);
+        let passing = callers.clone();
+        let late = token.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            passing.progress(&late, 1.0, None, None).await;
+            passing.progress(&late, 2.0, None, None).await;
+        });
+        call.caller().settle().await;
+        assert_eq!(count(&notices), 2);
+        // Nothing pending: no wait. Progress that never comes: waited for, then not.
+        call.caller().settle().await;
+        callers.arrived(&token);
+        let started = std::time::Instant::now();
+        call.caller().settle().await;
+        assert!(started.elapsed() >= SETTLE);
     }
 
     fn elicit(message: &str) -> Question {
