@@ -868,10 +868,13 @@ fn unexpected_failures(stdout: &str, results: &Path) -> String {
                 ));
             }
         }
-        let stderr = std::fs::read_to_string(folder.join("stderr.txt")).unwrap_or_default();
-        let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
-        for line in tail.into_iter().rev() {
-            report.push_str(&format!("  | {line}\n"));
+        // What the client under test said (a probe's narrative on stdout, logs on stderr).
+        for (file, mark) in [("stdout.txt", '>'), ("stderr.txt", '|')] {
+            let text = std::fs::read_to_string(folder.join(file)).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            for line in tail.into_iter().rev() {
+                report.push_str(&format!("  {mark} {line}\n"));
+            }
         }
     }
     report
