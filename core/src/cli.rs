@@ -952,11 +952,15 @@ async fn probe(
         return fail("the server did not start");
     };
     // It asks for OAuth: log in on the spot, then connect again (again if its authorization
-    // server changed and refused the new tokens).
+    // server changed and refused the new tokens). A server that now names another
+    // authorization server than the one its credentials came from is logged in to there, as
+    // `runbyte login` would: the person at the browser decides. Which of the two a background
+    // retry reported last is a matter of timing, so both are taken alike.
     for _ in 0..MAX_STEP_UPS {
         let (
             Status::Failed {
-                failure: Failure::NeedsLogin,
+                failure: failure @ (Failure::NeedsLogin | Failure::Untrusted),
+                error,
                 ..
             },
             Some(account),
@@ -964,6 +968,9 @@ async fn probe(
         else {
             break;
         };
+        if matches!(failure, Failure::Untrusted) {
+            say!("  {error}: logging in there");
+        }
         if let Err(error) = probe_login(account).await {
             gateway.shutdown().await;
             return fail(&error);
