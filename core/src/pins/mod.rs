@@ -554,6 +554,77 @@ pub fn update<R>(
     Ok(answer)
 }
 
+/// A server's pins as kept under its key in a `[server] state-store`: its pins file, with its
+/// held definitions (its pending file) beside them.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    pins: PinFile,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending: Option<PinFile>,
+}
+
+fn pin_file(server: &str, pins: &PinSet) -> PinFile {
+    PinFile {
+        version: FORMAT,
+        server: server.to_owned(),
+        tools: pins.tools.clone().unwrap_or_default(),
+        prompts: pins.prompts.clone(),
+        templates: pins.templates.clone(),
+    }
+}
+
+/// What a `[server] state-store` keeps as `server`'s pins, read back: its pins and held
+/// definitions; `Err` when it cannot be read as `server`'s.
+fn read_stored(server: &str, bytes: &[u8]) -> Result<(PinSet, PinSet), String> {
+    let stored: Stored =
+        serde_json::from_slice(bytes).map_err(|error| format!("not pins: {error}"))?;
+    for file in std::iter::once(&stored.pins).chain(&stored.pending) {
+        if file.version != FORMAT {
+            return Err(format!(
+                "format {} (this Runbyte reads {FORMAT})",
+                file.version
+            ));
+        }
+        if file.server != server {
+            return Err(format!("they belong to server `{}`", file.server));
+        }
+    }
+    let pending = stored.pending.map(PinSet::of_file).unwrap_or_default();
+    Ok((PinSet::of_file(stored.pins), pending))
+}
+
+/// [`update`] of the pins `store` keeps for `server` (`runbyte:pins:<server>`): read, changed by
+/// `change` and written back with a compare-and-set, read and changed again when another
+/// replica wrote first, so that what it wrote is kept. Pins that cannot be read are an error,
+/// never written over.
+#[allow(
+    dead_code,
+    reason = "the Hub and `runbyte pins` do not use the store yet (see /work/notes/pinstore.md)"
+)]
+pub(crate) async fn update_stored<R>(
+    store: &crate::state_store::StateStore,
+    server: &str,
+    mut change: impl FnMut(&mut PinSet, &mut PinSet) -> R,
+) -> Result<R, String> {
+    store
+        .update_pins(server, |read| {
+            let (mut pinned, mut pending) = match read {
+                Some(bytes) => read_stored(server, bytes)?,
+                None => (PinSet::default(), PinSet::default()),
+            };
+            let answer = change(&mut pinned, &mut pending);
+            let stored = Stored {
+                pins: pin_file(server, &pinned),
+                pending: (!pending.is_empty()).then(|| pin_file(server, &pending)),
+            };
+            let bytes = serde_json::to_vec(&stored).map_err(|error| error.to_string())?;
+            Ok((Some(bytes), answer))
+        })
+        .await
+        .map_err(|error| error.to_string())
+}
+
 /// Writes the held definitions, or removes the file when there are none.
 fn save_pending(server: &str, file: &Path, pending: &PinSet) -> std::io::Result<()> {
     if !pending.is_empty() {
