@@ -26,6 +26,7 @@ mod package;
 mod pins;
 mod pins_ask;
 mod plugins;
+mod poison;
 mod relay;
 mod replicas;
 mod secrets;

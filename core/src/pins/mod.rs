@@ -327,13 +327,21 @@ pub fn note(server: &str, held: &[Held], asked: &[Held]) -> String {
             .iter()
             .map(|one| ("Awaiting approval (a call asks the user)", one)),
     );
-    for (state, one) in entries {
+    let total = held.len() + asked.len();
+    for (state, one) in entries.take(NOTE_ENTRIES) {
         let why = one
             .message
             .split_once(" is held: ")
             .map_or(one.message.as_str(), |(_, why)| why);
         let why = why.split("; a person must review").next().unwrap_or(why);
-        let review = crate::text::terminal(&one.review, true);
+        let mut review = crate::text::terminal(&one.review, true).into_owned();
+        if let Some((cut, _)) = review.char_indices().nth(NOTE_REVIEW_CHARS) {
+            review.truncate(cut);
+            review.push_str(&format!(
+                "\n… (the rest: `runbyte pins diff {server} {}`)",
+                crate::text::terminal(&one.tool, false)
+            ));
+        }
         let longest = review
             .lines()
             .map(|line| {
@@ -358,8 +366,20 @@ pub fn note(server: &str, held: &[Held], asked: &[Held]) -> String {
             tool = crate::text::terminal(&one.tool, false),
         ));
     }
+    if total > NOTE_ENTRIES {
+        out.push_str(&format!(
+            "\n## And {} more\n\n`runbyte pins list` names them all.\n",
+            total - NOTE_ENTRIES
+        ));
+    }
     out
 }
+
+/// The most held tools `HELD_TOOLS.md` describes one by one: a server that changes thousands of
+/// tools at once does not make a note of megabytes at every listing.
+const NOTE_ENTRIES: usize = 50;
+/// The most of one tool's diff the note shows; `runbyte pins diff` shows all of it.
+const NOTE_REVIEW_CHARS: usize = 4000;
 
 /// The pinned fields of a tool: those it has, as listed.
 pub fn definition(tool: &Tool) -> Value {
@@ -502,16 +522,30 @@ pub fn load(server: &str, file: &Path) -> Result<Option<PinFile>, String> {
     Ok(Some(pins))
 }
 
-/// Writes `server`'s `pins` to `file`, privately and atomically.
+/// A [`PinFile`] as it is written: borrowed, so that saving copies none of the definitions.
+#[derive(Serialize)]
+struct Written<'a> {
+    version: u32,
+    server: &'a str,
+    tools: &'a Tools,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompts: Option<&'a Tools>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    templates: Option<&'a Tools>,
+}
+
+/// Writes `server`'s `pins` to `file`, privately and atomically, as compact JSON (`runbyte
+/// pins list` and `diff` are the readable forms).
 pub fn save(server: &str, file: &Path, pins: &PinSet) -> std::io::Result<()> {
-    let pins = PinFile {
+    let none = Tools::new();
+    let written = Written {
         version: FORMAT,
-        server: server.to_owned(),
-        tools: pins.tools.clone().unwrap_or_default(),
-        prompts: pins.prompts.clone(),
-        templates: pins.templates.clone(),
+        server,
+        tools: pins.tools.as_ref().unwrap_or(&none),
+        prompts: pins.prompts.as_ref(),
+        templates: pins.templates.as_ref(),
     };
-    let text = serde_json::to_vec_pretty(&pins).map_err(std::io::Error::other)?;
+    let text = serde_json::to_vec(&written).map_err(std::io::Error::other)?;
     crate::config::write_private(file, &text)
 }
 

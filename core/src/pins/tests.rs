@@ -609,3 +609,24 @@ async fn stored_pins_of_another_server_are_never_written_over() {
     assert!(error.contains("memory://test"), "{error}");
     assert_eq!(store.pins("u").await.unwrap().unwrap(), theirs);
 }
+
+#[test]
+fn the_note_stays_small_whatever_a_server_changes() {
+    // The worst a server can send: thousands of held tools, each with a huge description.
+    let huge = "x".repeat(200_000);
+    let held: Vec<Held> = (0..5_000)
+        .map(|i| Held {
+            tool: format!("tool_{i}"),
+            message: format!("tool `tool_{i}` of server `t` is held: it is new"),
+            review: huge.clone(),
+        })
+        .collect();
+    let note = note("t", &held, &[]);
+    assert!(note.len() < 300_000, "{} bytes", note.len());
+    assert!(note.contains("## And 4950 more"), "{note:.200}");
+    assert!(note.contains("the rest: `runbyte pins diff t tool_0`"));
+    assert!(
+        !note.contains("tool_50`"),
+        "only the first 50 are described"
+    );
+}

@@ -96,8 +96,38 @@ pub fn fixed_tools(settings: &Settings) -> Vec<Tool> {
     if settings.has(Mode::Conformance) {
         tools.extend(crate::conformance::tools());
     }
+    if settings.has(Mode::Github) {
+        tools.push(github_tool());
+    }
     tools.extend((0..settings.extra_tools).map(many_tool));
     tools
+}
+
+/// `get_file_contents` as the GitHub MCP server (github/github-mcp-server) lists it, trimmed
+/// to `owner`, `repo` and `path`: a real server's read-only tool, for a test to poison through
+/// [`crate::server::TOOL_CHANGES_VAR`] as a rug pull would.
+pub fn github_tool() -> Tool {
+    Tool::new(
+        "get_file_contents",
+        "Get the contents of a file or directory from a GitHub repository",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "owner": {
+                    "type": "string",
+                    "description": "Repository owner (username or organization)"
+                },
+                "repo": {"type": "string", "description": "Repository name"},
+                "path": {
+                    "type": "string",
+                    "description": "Path to file/directory (directories must end with a slash '/')"
+                }
+            },
+            "required": ["owner", "repo"]
+        })),
+    )
+    .with_title("Get file or directory contents")
+    .with_annotations(ToolAnnotations::with_title("Get file or directory contents").read_only(true))
 }
 
 /// The tool that `change_tools` adds as its `k`-th.

@@ -170,6 +170,10 @@ pub enum Mode {
     /// `test_*` tools, resources, template and prompts, completions, logging and list-changed
     /// notifications of each kind, for both 2025-11-25 and 2026-07-28 (see `conformance.rs`).
     Conformance,
+    /// Add `get_file_contents` (owner, repo, path), with the definition of the GitHub MCP
+    /// server's tool of that name: the real tool that published tool-poisoning attacks
+    /// rewrote (see `catalog::github_tool`).
+    Github,
 }
 
 /// What the server does, from the flags.

@@ -87,6 +87,7 @@
 //! | `hang-on-relist` | answers the first `tools/list` of the process, never a later one |
 //! | `apps` | an MCP Apps server (SEP-1865): adds `show_dashboard` (`_meta.ui.resourceUri` `ui://dashboard/main.html`) and the app-only `refresh_dashboard`; serves that resource as `text/html;profile=mcp-app` with `_meta.ui` csp, `test://apps/readme.txt` and the template `ui://dashboard/{view}` (see `apps.rs`) |
 //! | `conformance` | adds the fixture surface of the official conformance suite's server scenarios, for 2025-11-25 and 2026-07-28: its `test_*` tools, `json_schema_2020_12_tool`, the resources `test://static-text`, `test://static-binary`, `test://watched-resource`, the template `test://template/{id}/data`, its prompts, `completion/complete`, `logging/setLevel`, resource subscriptions and list-changed notifications of tools, prompts and resources (listed in `conformance.rs`); the normal tools stay |
+//! | `github` | adds `get_file_contents` (`owner`, `repo`, `path?`) with the GitHub MCP server's definition (description, title, read-only annotation), for a poisoned update through `RUNBYTE_TEST_TOOL_CHANGES`; it echoes like other mode tools |
 //!
 //! Other flags: `--page-size K` pages `tools/list` (cursor = offset); `--list-delay-ms` delays
 //! each `tools/list`; `--auth-token T` (http, sse) demands `Authorization: Bearer T` (401
