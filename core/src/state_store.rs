@@ -319,6 +319,15 @@ impl StateStore {
         ))
     }
 
+    /// Forgets `server`'s pins (`runbyte pins reset`): its next listing is pinned anew.
+    pub async fn forget_pins(&self, server: &str) -> Result<(), StoreError> {
+        let mut command = redis::cmd("DEL");
+        command.arg(format!("{PINS_PREFIX}{server}"));
+        self.send("could not forget the pins", &command)
+            .await
+            .map(|_| ())
+    }
+
     /// Whether the store answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.send("did not answer", &redis::cmd("PING"))
