@@ -654,6 +654,20 @@ async fn replicas_sharing_a_state_store_hold_a_change_alike_and_serve_it_once_ap
         listed.stdout,
         listed.stderr
     );
+    // Forgotten through the store: each gateway's next listing is a first one, pinned anew,
+    // so the tool `change_tools` added is served too.
+    let reset = run(person.path(), &["pins", "reset", "t"]);
+    assert_eq!(reset.code, Some(0), "{}{}", reset.stdout, reset.stderr);
+    for (client, who) in [(&first, "A"), (&second, "B")] {
+        listed_until(
+            client,
+            |text| text.contains("added_1.ts") && !text.contains("HELD"),
+            &format!("added_1 never listed on {who} after the reset"),
+        )
+        .await;
+    }
+    let kept = redis_cli(redis.port, &["GET", "runbyte:pins:t"]);
+    assert!(String::from_utf8_lossy(&kept).contains("\"added_1\""));
     first.cancel().await.unwrap();
     second.cancel().await.unwrap();
 }
@@ -676,7 +690,10 @@ async fn a_state_store_that_cannot_be_read_holds_every_tool() {
     .await;
     assert!(!listing.contains("echo.ts"), "{listing}");
     let (refused, error) = call(&gateway, "t_echo", json!({"message": "hi"})).await;
-    assert!(error && refused.contains("is held"), "{refused}");
+    assert!(
+        error && refused.contains("is held: it is not known to be pinned"),
+        "{refused}"
+    );
     let tools = gateway.peer().list_all_tools().await.unwrap();
     assert!(!tools.iter().any(|t| t.name == "t_echo"), "t_echo listed");
     gateway.cancel().await.unwrap();

@@ -1257,6 +1257,9 @@ impl Pins {
                         served.push(Verdict::Served);
                         continue;
                     }
+                    None if state.unread => "it is not known to be pinned: the state store \
+                                             that keeps the pins cannot be read"
+                        .to_owned(),
                     None => "it is new since the first listing".to_owned(),
                 },
             };

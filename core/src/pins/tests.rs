@@ -725,7 +725,13 @@ async fn an_unreadable_store_holds_what_is_not_known_to_be_pinned() {
     // A first listing is not pinned on trust: nothing is known to be pinned.
     let (served, held) = judged(&pins, vec![tool("Echoes.")]).await;
     assert!(served.is_empty(), "{served:?}");
-    assert!(held[0].message.contains("is held"), "{}", held[0].message);
+    assert!(
+        held[0]
+            .message
+            .contains("is held: it is not known to be pinned: the state store"),
+        "{}",
+        held[0].message
+    );
     // A store whose key is not this server's pins is not trusted either, nor written over.
     let store = crate::state_store::StateStore::memory();
     update_stored(&store, "u", |_, _| ()).await.unwrap();
