@@ -178,6 +178,14 @@ impl Gateway {
             Some(_) => crate::pins::Pins::new(&config, dir.as_deref(), audit.clone()),
             None => crate::pins::Pins::read_only(&config, dir.as_deref(), audit.clone()),
         };
+        // With `[server] state-store`, every replica judges by the pins kept there. A URL that
+        // cannot be opened is a start-up error of the serving gateway (`Gateway::new`).
+        let store = config
+            .server
+            .state_store
+            .as_deref()
+            .and_then(|url| crate::state_store::StateStore::open(url).ok());
+        let pins = pins.kept_in(store);
         let hub = Hub::with_accounts(&config, transports.clone(), accounts, pins);
         if let Some(metrics) = telemetry.metrics() {
             metrics.only_listed(hub.tool_lister());

@@ -38,6 +38,18 @@ pub const MAX_KEPT_JOURNAL: usize = 8 << 20;
 const JOURNAL_PREFIX: &str = "runbyte:journal:";
 /// Where "replayed" claims are made, by a keyed digest of the state's identity.
 const REPLAYED_PREFIX: &str = "runbyte:replayed:";
+/// How many times [`StateStore::update_pins`] reads and writes again when another writer
+/// wrote first.
+pub const SWAP_ATTEMPTS: usize = 16;
+/// Where a server's pins (and held definitions) are kept, one key per server.
+const PINS_PREFIX: &str = "runbyte:pins:";
+/// The most of a server's pins that is read back (as [`crate::pins::MAX_FILE_BYTES`]).
+pub const MAX_KEPT_PINS: usize = 16 << 20;
+/// Sets `KEYS[1]` to `ARGV[3]` only if it still holds what was read: nothing when `ARGV[1]` is
+/// `0`, else `ARGV[2]`. Answers 1 when it was set, 0 when another writer came first.
+const SWAP_SCRIPT: &str = "local now = redis.call('GET', KEYS[1]) \
+if (ARGV[1] == '0' and now == false) or (ARGV[1] == '1' and now == ARGV[2]) then \
+redis.call('SET', KEYS[1], ARGV[3]) return 1 end return 0";
 
 /// A store operation that failed: the store (its address, never its password), what was being
 /// done, and why.
@@ -235,6 +247,87 @@ impl StateStore {
         }
     }
 
+    /// What is kept under `server`'s pins key; `None` when nothing is. At most
+    /// [`MAX_KEPT_PINS`] bytes are read; more is an error.
+    pub async fn pins(&self, server: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut command = redis::cmd("GETRANGE");
+        command
+            .arg(format!("{PINS_PREFIX}{server}"))
+            .arg(0)
+            .arg(MAX_KEPT_PINS);
+        match self.send("could not read the pins", &command).await? {
+            // A missing key reads as empty; kept pins never are.
+            Value::BulkString(bytes) if bytes.is_empty() => Ok(None),
+            Value::BulkString(bytes) if bytes.len() > MAX_KEPT_PINS => Err(self.error(
+                "could not read the pins",
+                format!("they are more than {MAX_KEPT_PINS} bytes, which no replica writes"),
+            )),
+            Value::BulkString(bytes) => Ok(Some(bytes)),
+            Value::Nil => Ok(None),
+            other => Err(self.unexpected("could not read the pins", &other)),
+        }
+    }
+
+    /// Sets `server`'s pins to `new` if they are still `read` (`None`: nothing was kept), in
+    /// one step on the store: `true` when set, `false` when another writer came first.
+    pub async fn swap_pins(
+        &self,
+        server: &str,
+        read: Option<&[u8]>,
+        new: &[u8],
+    ) -> Result<bool, StoreError> {
+        let mut command = redis::cmd("EVAL");
+        command
+            .arg(SWAP_SCRIPT)
+            .arg(1)
+            .arg(format!("{PINS_PREFIX}{server}"))
+            .arg(if read.is_some() { "1" } else { "0" })
+            .arg(read.unwrap_or_default())
+            .arg(new);
+        match self.send("could not write the pins", &command).await? {
+            Value::Int(1) => Ok(true),
+            Value::Int(0) => Ok(false),
+            other => Err(self.unexpected("could not write the pins", &other)),
+        }
+    }
+
+    /// Reads `server`'s pins, lets `change` make new ones from them, and writes those if no
+    /// other writer wrote meanwhile; read again and changed again otherwise, at most
+    /// [`SWAP_ATTEMPTS`] times. `change` answers `None` when there is nothing to write. What
+    /// another writer wrote is never lost: a write that keeps losing is an error.
+    pub async fn update_pins<R>(
+        &self,
+        server: &str,
+        mut change: impl FnMut(Option<&[u8]>) -> Result<(Option<Vec<u8>>, R), String>,
+    ) -> Result<R, StoreError> {
+        for _ in 0..SWAP_ATTEMPTS {
+            let read = self.pins(server).await?;
+            let (new, answer) =
+                change(read.as_deref()).map_err(|why| self.error("could not use the pins", why))?;
+            let Some(new) = new else {
+                return Ok(answer);
+            };
+            if self.swap_pins(server, read.as_deref(), &new).await? {
+                return Ok(answer);
+            }
+            // Another writer came first: a moment for it to finish, then read what it wrote.
+            tokio::task::yield_now().await;
+        }
+        Err(self.error(
+            "could not write the pins",
+            format!("other writers wrote first {SWAP_ATTEMPTS} times in a row"),
+        ))
+    }
+
+    /// Forgets `server`'s pins (`runbyte pins reset`): its next listing is pinned anew.
+    pub async fn forget_pins(&self, server: &str) -> Result<(), StoreError> {
+        let mut command = redis::cmd("DEL");
+        command.arg(format!("{PINS_PREFIX}{server}"));
+        self.send("could not forget the pins", &command)
+            .await
+            .map(|_| ())
+    }
+
     /// Whether the store answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.send("did not answer", &redis::cmd("PING"))
@@ -388,6 +481,18 @@ fn memory_answer(
             let kept = map.get(&args[1]).cloned().unwrap_or_default();
             Value::BulkString(kept[..kept.len().min(end + 1)].to_vec())
         }
+        Some(b"EVAL") => {
+            // SWAP_SCRIPT: script, 1, key, whether read, read, new.
+            let now = map.get(&args[3]);
+            let same = match args[4].as_slice() {
+                b"0" => now.is_none(),
+                _ => now == Some(&args[5]),
+            };
+            if same {
+                map.insert(args[3].clone(), args[6].clone());
+            }
+            Value::Int(i64::from(same))
+        }
         Some(b"DEL") => Value::Int(i64::from(map.remove(&args[1]).is_some())),
         Some(b"EXISTS") => Value::Int(i64::from(map.contains_key(&args[1]))),
         _ => Value::SimpleString("PONG".to_owned()),
@@ -464,5 +569,138 @@ mod tests {
         let token = store.put(&huge, ttl).await.unwrap();
         let error = store.get(&token).await.unwrap_err().to_string();
         assert!(error.contains("more than 8388608 bytes"), "{error}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_pins_writers_lose_nothing_through_the_compare_and_set() {
+        let store = StateStore::memory();
+        let (writers, each) = (8, 25);
+        let tasks: Vec<_> = (0..writers)
+            .map(|writer| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let mut written = Vec::new();
+                    for n in 0..each {
+                        let name = format!("w{writer}-{n}");
+                        let added = store
+                            .update_pins("t", |read| {
+                                let mut names: Vec<String> = match read {
+                                    Some(bytes) => serde_json::from_slice(bytes).unwrap(),
+                                    None => Vec::new(),
+                                };
+                                names.push(name.clone());
+                                Ok((Some(serde_json::to_vec(&names).unwrap()), ()))
+                            })
+                            .await;
+                        if added.is_ok() {
+                            written.push(name);
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                    written
+                })
+            })
+            .collect();
+        let mut written = Vec::new();
+        for task in tasks {
+            written.extend(task.await.unwrap());
+        }
+        let kept: Vec<String> =
+            serde_json::from_slice(&store.pins("t").await.unwrap().unwrap()).unwrap();
+        let mut sorted = kept.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), kept.len(), "a write was applied twice");
+        written.sort();
+        // Every write that was acknowledged is kept, and nothing else.
+        assert_eq!(sorted, written);
+        assert!(
+            written.len() * 2 >= writers * each,
+            "{} written",
+            written.len()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pins_swap_sets_only_over_what_was_read() {
+        let store = StateStore::memory();
+        assert!(store.swap_pins("t", None, b"one").await.unwrap());
+        // Written over by someone who read nothing: refused.
+        assert!(!store.swap_pins("t", None, b"two").await.unwrap());
+        assert!(!store.swap_pins("t", Some(b"old"), b"two").await.unwrap());
+        assert!(store.swap_pins("t", Some(b"one"), b"two").await.unwrap());
+        assert_eq!(store.pins("t").await.unwrap().as_deref(), Some(&b"two"[..]));
+        assert_eq!(store.pins("other").await.unwrap(), None);
+    }
+
+    /// A `redis-server` of this test's own on a free loopback port, stopped when dropped;
+    /// `None` when none is installed.
+    struct Redis(std::process::Child, u16);
+
+    impl Redis {
+        fn start() -> Option<Redis> {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .ok()?
+                .local_addr()
+                .ok()?
+                .port();
+            let child = std::process::Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .ok()?;
+            Some(Redis(child, port))
+        }
+    }
+
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_real_redis_swaps_pins_only_over_what_was_read() {
+        let Some(redis) = Redis::start() else {
+            eprintln!("no redis-server: skipped");
+            return;
+        };
+        let store = StateStore::open(&format!("redis://127.0.0.1:{}", redis.1)).unwrap();
+        let started = Instant::now();
+        while store.ping().await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "redis never answered"
+            );
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+        assert_eq!(store.pins("t").await.unwrap(), None);
+        assert!(store.swap_pins("t", None, b"one").await.unwrap());
+        assert!(!store.swap_pins("t", None, b"two").await.unwrap());
+        assert!(!store.swap_pins("t", Some(b"old"), b"two").await.unwrap());
+        assert!(store.swap_pins("t", Some(b"one"), b"two").await.unwrap());
+        assert_eq!(store.pins("t").await.unwrap().as_deref(), Some(&b"two"[..]));
+        let writers: Vec<_> = (0..8)
+            .map(|writer| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .update_pins("u", |read| {
+                            let mut kept = read.map(<[u8]>::to_vec).unwrap_or_default();
+                            kept.push(b'a' + writer);
+                            Ok((Some(kept), ()))
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap().unwrap();
+        }
+        let mut kept = store.pins("u").await.unwrap().unwrap();
+        kept.sort_unstable();
+        assert_eq!(kept, b"abcdefgh");
     }
 }

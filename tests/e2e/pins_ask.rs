@@ -584,23 +584,11 @@ fn an_approval_resumed_on_another_replica_goes_only_to_the_definition_the_user_s
         assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
         asked["result"]["requestState"].as_str().unwrap().to_owned()
     };
-    let state = pause(&mut replicas[0], 2);
-    // Resumed where the change is the one the user saw: the replay's question is the same, so
-    // the answer approves it there, and the call runs.
-    let done = replicas[1].call(
-        3,
-        "execute_code",
-        json!({"code": CALL_ECHO}),
-        json!({"inputResponses": answer, "requestState": state}),
-    );
-    assert_eq!(done["result"]["resultType"], "complete", "{done}");
-    assert!(text_of(&done).contains("hi"), "{done}");
-    assert!(audit(&logs[1]).contains(r#""action":"approved""#));
     // Resumed where the server changed the tool otherwise: the same call asks about another
     // definition, and the program stops rather than spend the approval on it.
-    let state = pause(&mut replicas[0], 4);
+    let state = pause(&mut replicas[0], 2);
     let stopped = replicas[2].call(
-        5,
+        3,
         "execute_code",
         json!({"code": CALL_ECHO}),
         json!({"inputResponses": answer, "requestState": state}),
@@ -618,16 +606,36 @@ fn an_approval_resumed_on_another_replica_goes_only_to_the_definition_the_user_s
         "{}",
         audit(&logs[2])
     );
-    // Nothing was approved where it paused: the first replica still shows what was pinned.
+    // Resumed where the change is the one the user saw: the replay's question is the same, so
+    // the answer approves it there, and the call runs.
+    let state = pause(&mut replicas[0], 4);
+    let done = replicas[1].call(
+        5,
+        "execute_code",
+        json!({"code": CALL_ECHO}),
+        json!({"inputResponses": answer, "requestState": state}),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(text_of(&done).contains("hi"), "{done}");
+    assert!(audit(&logs[1]).contains(r#""action":"approved""#));
+    // Nothing was approved where it paused, yet the pins are the store's: the first replica
+    // serves the approved definition within its poll.
     assert!(!audit(&logs[0]).contains(r#""action":"approved""#));
-    let module = replicas[0].call(
-        6,
-        "read_file",
-        json!({"path": "/servers/t/echo.ts"}),
-        json!({}),
-    );
-    assert!(
-        text_of(&module).contains("echo") && !text_of(&module).contains("id_rsa"),
-        "{module}"
-    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in 6.. {
+        let module = replicas[0].call(
+            id,
+            "read_file",
+            json!({"path": "/servers/t/echo.ts"}),
+            json!({}),
+        );
+        if text_of(&module).contains("id_rsa") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never served as approved: {module}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -64,7 +64,7 @@ impl PinAsks {
         if pins.asking(server, tool).is_none() {
             return Ok(None);
         }
-        if pins.changed_on_disk(server) {
+        if pins.changed(server).await {
             // `runbyte pins approve` since the last listing: judged again before asking.
             hub.list_again(server).await;
             if pins.asking(server, tool).is_none() {
@@ -139,7 +139,7 @@ async fn ask(
     let still = pins
         .asking(server, tool)
         .is_some_and(|now| now.new.digest == asked.new.digest);
-    if still && let Err(why) = pins.approve(server, tool, asked.new.clone()) {
+    if still && let Err(why) = pins.approve_kept(server, tool, asked.new.clone()).await {
         // Approved in memory all the same: this process serves it.
         tracing::warn!(server, tool, "the approval is not kept on disk: {why}");
     }

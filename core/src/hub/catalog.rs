@@ -397,6 +397,23 @@ impl CatalogError {
     }
 }
 
+impl Hub {
+    /// Reads the pins of `lists`' servers from the state store, if they are kept there,
+    /// before they are judged ([`crate::pins::Pins::fetch`]).
+    async fn fetch_pins<T>(&self, lists: &[(String, Arc<Listing<T>>)]) {
+        for (server, _) in lists {
+            self.inner.pins.fetch(server).await;
+        }
+    }
+
+    /// Keeps what judging `lists` pinned and held in the state store, if pins are kept there.
+    async fn push_pins<T>(&self, lists: &[(String, Arc<Listing<T>>)]) {
+        for (server, _) in lists {
+            self.inner.pins.push(server).await;
+        }
+    }
+}
+
 /// `lists` with each server's items judged by `judge` (its pins): those it serves.
 fn judged<T: Clone + Serialize>(
     lists: Vec<(String, Arc<Listing<T>>)>,
@@ -659,9 +676,11 @@ impl Hub {
     pub async fn list_resource_templates(&self) -> Gathered<ResourceTemplate> {
         let lists = self.templates_of(None).await;
         // A template held by its pin is left out (see `crate::pins`).
+        self.fetch_pins(&lists).await;
         let lists = judged(lists, |server, items| {
             self.inner.pins.judge_templates(server, items).0
         });
+        self.push_pins(&lists).await;
         let lists = self.without_shared("resource template", lists, |t: &ResourceTemplate| {
             &t.uri_template
         });
@@ -733,9 +752,11 @@ impl Hub {
     pub async fn list_prompts(&self) -> Vec<(String, Vec<Prompt>)> {
         let lists = self.prompts_of(None).await;
         // A prompt held by its pin is left out (and refused by `get_prompt`).
+        self.fetch_pins(&lists).await;
         let lists = judged(lists, |server, items| {
             self.inner.pins.judge_prompts(server, items).0
         });
+        self.push_pins(&lists).await;
         let servers: Vec<String> = lists.iter().map(|(server, _)| server.clone()).collect();
         let gathered = Gathered::within_total("prompts", lists);
         servers
@@ -979,7 +1000,9 @@ impl Hub {
         let name = params.name.clone();
         // A prompt its pin holds is refused by name, as a held tool is called.
         for (_, listing) in self.prompts_of(Some(server)).await {
+            self.inner.pins.fetch(server).await;
             let (_, held) = self.inner.pins.judge_prompts(server, listing.items.clone());
+            self.inner.pins.push(server).await;
             if let Some(held) = held.iter().find(|held| held.tool == name) {
                 return Err(CatalogError::Failed {
                     server: server.to_owned(),

@@ -359,7 +359,13 @@ impl Connection {
             None => true,
         });
         let (tools, held) = match &self.pins {
-            Some(pins) => pins.judge(&self.service.service().server, tools),
+            Some(pins) => {
+                let server = &self.service.service().server;
+                pins.fetch(server).await;
+                let judged = pins.judge(server, tools);
+                pins.push(server).await;
+                judged
+            }
             None => (tools, Vec::new()),
         };
         let listed = Listed {

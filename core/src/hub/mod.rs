@@ -961,8 +961,9 @@ impl Hub {
     }
 
     /// Lists again the tools of each server that has tools held by their pins once its pins
-    /// file changed (`runbyte pins approve` or `reset`), so that a running gateway serves what
-    /// was approved: one file status per such server per [`PIN_POLL`].
+    /// changed (`runbyte pins approve` or `reset`, or another replica's approval through the
+    /// state store), so that a running gateway serves what was approved: one file status (or
+    /// one bounded read of the store's key) per such server per [`PIN_POLL`].
     fn watch_pins(&self) {
         let weak = Arc::downgrade(&self.inner);
         tokio::spawn(async move {
@@ -976,7 +977,7 @@ impl Hub {
                 for slot in hub.inner.servers.values() {
                     let held = slot.with(|state| !state.listed.held.is_empty())
                         || hub.inner.pins.has_asking(&slot.name);
-                    if held && hub.inner.pins.changed_on_disk(&slot.name) {
+                    if held && hub.inner.pins.changed(&slot.name).await {
                         hub.relist(slot).await;
                     }
                 }
@@ -1078,8 +1079,7 @@ impl Hub {
                     reason,
                 })?;
         let mut listed = connection.listed();
-        if listed.held.iter().any(|held| held.tool == tool)
-            && self.inner.pins.changed_on_disk(server)
+        if listed.held.iter().any(|held| held.tool == tool) && self.inner.pins.changed(server).await
         {
             // Approved (or reset) since: judged again before it is refused.
             self.relist(slot).await;

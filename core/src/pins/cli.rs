@@ -1,14 +1,86 @@
 //! `runbyte pins`: what is pinned and held, read from the state folder, where a gateway writes
 //! the definitions it holds beside the pins (so nothing connects to a server, and a server that
-//! is down can still be reviewed). An approval rewrites the pins file, which a running gateway
-//! notices (see [`super`]).
+//! is down can still be reviewed), or with `[server] state-store` from the store every replica
+//! keeps them in. An approval rewrites the pins file (or the store's key, by a compare-and-set),
+//! which a running gateway notices (see [`super`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{Kind, PinSet, Tools, changes, diff, files, load};
 use clap::Subcommand;
 
-use crate::{audit::AuditLog, config::Config};
+use crate::{audit::AuditLog, config::Config, state_store::StateStore};
+
+/// Where the pins are kept: the state folder, or the state store (read and written on a
+/// runtime of this thread alone).
+enum Kept {
+    Files(PathBuf),
+    Store(StateStore, tokio::runtime::Runtime),
+}
+
+impl Kept {
+    fn of(config: &Config) -> Result<Kept, String> {
+        if let Some(url) = &config.server.state_store {
+            let store = StateStore::open(url)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| format!("cannot start a runtime for the state store: {error}"))?;
+            return Ok(Kept::Store(store, runtime));
+        }
+        let dir = super::default_dir()
+            .ok_or("no state folder: set XDG_STATE_HOME or HOME, where the pins are kept")?;
+        Ok(Kept::Files(dir))
+    }
+
+    /// A server's pins and held definitions.
+    fn read(&self, server: &str) -> Result<(PinSet, PinSet), String> {
+        match self {
+            Kept::Files(dir) => read(dir, server),
+            Kept::Store(store, runtime) => runtime
+                .block_on(super::read_store(store, server))
+                .map(|(pinned, pending, _)| (pinned, pending)),
+        }
+    }
+
+    /// Reads a server's pins and held definitions, lets `change` change them and writes them
+    /// back, losing nothing another writer wrote meanwhile (under the server's lock, or by a
+    /// compare-and-set that runs `change` again after another writer).
+    fn update<R>(
+        &self,
+        server: &str,
+        change: impl FnMut(&mut PinSet, &mut PinSet) -> R,
+    ) -> Result<R, String> {
+        match self {
+            Kept::Files(dir) => super::update(server, &files(dir, server), change),
+            Kept::Store(store, runtime) => {
+                runtime.block_on(super::update_stored(store, server, change))
+            }
+        }
+    }
+
+    /// Forgets a server's pins.
+    fn reset(&self, server: &str) -> Result<(), String> {
+        match self {
+            Kept::Files(dir) => {
+                let files = files(dir, server);
+                let _lock = super::lock(&files.0).map_err(|e| write_error(&files.0, e))?;
+                for file in <[PathBuf; 2]>::from(files.clone()) {
+                    match std::fs::remove_file(&file) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(write_error(&file, e));
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            Kept::Store(store, runtime) => runtime
+                .block_on(store.forget_pins(server))
+                .map_err(|error| error.to_string()),
+        }
+    }
+}
 
 /// Prints what a server's definition may hold (escapes included) harmlessly.
 fn say(text: &str) {
@@ -39,12 +111,11 @@ pub enum PinsAction {
 
 /// Runs `runbyte pins ACTION`.
 pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
-    let dir = super::default_dir()
-        .ok_or("no state folder: set XDG_STATE_HOME or HOME, where the pins are kept")?;
+    let kept = Kept::of(config)?;
     match action {
         PinsAction::List => {
             for (server, _) in config.enabled_servers() {
-                let (pinned, pending) = read(&dir, server)?;
+                let (pinned, pending) = kept.read(server)?;
                 let mode = config.servers[server].pin.unwrap_or_default();
                 say(&format!(
                     "{server} (pin = \"{}\")",
@@ -77,7 +148,7 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
         }
         PinsAction::Diff { server, tool } => {
             known(config, server)?;
-            let (pinned, pending) = read(&dir, server)?;
+            let (pinned, pending) = kept.read(server)?;
             for (kind, name) in chosen(server, &pending, tool.as_deref(), true)? {
                 let Some(new) = pending.kind(kind).and_then(|held| held.get(&name)) else {
                     continue;
@@ -99,48 +170,45 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
         PinsAction::Approve { server, tool, all } => {
             known(config, server)?;
             let audit = AuditLog::from_config(config)?;
-            // Under the server's lock: a gateway re-pinning meanwhile loses nothing, nor this.
-            let approved = super::update(server, &files(&dir, server), |pinned, pending| {
+            // Under the server's lock, or by a compare-and-set: a gateway re-pinning meanwhile
+            // loses nothing, nor this. (With a store, this runs again if another writer came
+            // first, so it is audited once, after.)
+            let approved = kept.update(server, |pinned, pending| {
                 let names = chosen(server, pending, tool.as_deref(), *all)?;
-                for (kind, name) in &names {
+                let mut approved = Vec::new();
+                for (kind, name) in names {
                     let Some(pin) = pending
-                        .kind_mut(*kind)
+                        .kind_mut(kind)
                         .as_mut()
-                        .and_then(|p| p.remove(name))
+                        .and_then(|p| p.remove(&name))
                     else {
                         continue;
                     };
-                    let pins = pinned.kind_mut(*kind).get_or_insert_default();
-                    let change = match pins.get(name) {
+                    let pins = pinned.kind_mut(kind).get_or_insert_default();
+                    let change = match pins.get(&name) {
                         Some(old) => changes(&old.definition, &pin.definition).join(", "),
                         None => "new".to_owned(),
                     };
-                    if let Some(audit) = &audit {
-                        audit.pin(server, name, "approved", &change);
-                    }
                     pins.insert(name.clone(), pin);
+                    approved.push((kind, name, change));
                 }
-                let names: Vec<String> = names
-                    .iter()
-                    .map(|(kind, name)| labelled(*kind, name))
-                    .collect();
-                Ok::<_, String>(names)
+                Ok::<_, String>(approved)
             })??;
-            say(&format!("approved {}: {}", server, approved.join(", ")));
+            if let Some(audit) = &audit {
+                for (_, name, change) in &approved {
+                    audit.pin(server, name, "approved", change);
+                }
+            }
+            let names: Vec<String> = approved
+                .iter()
+                .map(|(kind, name, _)| labelled(*kind, name))
+                .collect();
+            say(&format!("approved {}: {}", server, names.join(", ")));
             Ok(())
         }
         PinsAction::Reset { server } => {
             known(config, server)?;
-            let files = files(&dir, server);
-            let _lock = super::lock(&files.0).map_err(|e| write_error(&files.0, e))?;
-            for file in <[PathBuf; 2]>::from(files.clone()) {
-                match std::fs::remove_file(&file) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(write_error(&file, e));
-                    }
-                    _ => {}
-                }
-            }
+            kept.reset(server)?;
             if let Some(audit) = AuditLog::from_config(config)? {
                 audit.pin(server, "*", "reset", "");
             }
@@ -164,9 +232,9 @@ fn known(config: &Config, server: &str) -> Result<(), String> {
 }
 
 /// A server's pins and held definitions.
-fn read(dir: &std::path::Path, server: &str) -> Result<(PinSet, PinSet), String> {
+fn read(dir: &Path, server: &str) -> Result<(PinSet, PinSet), String> {
     let (pins_file, pending_file) = files(dir, server);
-    let read = |file: &std::path::Path| {
+    let read = |file: &Path| {
         load(server, file)
             .map(|loaded| loaded.map(PinSet::of_file).unwrap_or_default())
             .map_err(|why| format!("cannot read {}: {why}", file.display()))
@@ -216,6 +284,6 @@ fn chosen(
     }
 }
 
-fn write_error(file: &std::path::Path, error: std::io::Error) -> String {
+fn write_error(file: &Path, error: std::io::Error) -> String {
     format!("cannot write {}: {error}", file.display())
 }

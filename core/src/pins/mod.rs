@@ -30,6 +30,16 @@
 //! operating system's advisory file lock, released when its holder exits: no stale lock), and
 //! a writer reads the files again under the lock, so that no write is lost.
 //!
+//! With `[server] state-store`, the pins and held definitions of each server are kept in the
+//! store instead (`runbyte:pins:<server>`, one JSON value: the pins file with its pending file
+//! beside it), so that every replica judges by the same pins. Judging stays synchronous: the
+//! Hub reads a server's key before it judges a listing ([`Pins::fetch`]) and merges what it
+//! pinned and held into it after ([`Pins::push`], a compare-and-set over what is there then,
+//! so that another replica's approval is never undone). A store that cannot be read fails
+//! closed: every definition not known to be pinned is held. An approval (`runbyte pins
+//! approve` with the same configuration, an accepted `ask`) writes the key; a running gateway
+//! sees the key change (a digest of it, polled) as it sees a file change.
+//!
 //! `runbyte tools`, `call`, `probe` and `doctor` judge by the pins on disk without writing
 //! ([`Pins::read_only`]): a tool a gateway holds is refused there too; a server with no pins
 //! yet is judged as a first listing, in memory.
@@ -54,6 +64,7 @@ use serde_json::Value;
 use crate::{
     audit::AuditLog,
     config::{Config, NewTools, PinMode},
+    state_store::StateStore,
 };
 
 /// The fields of a tool definition that are pinned, as named in a listing, with how a change
@@ -588,6 +599,119 @@ pub fn update<R>(
     Ok(answer)
 }
 
+/// A server's pins as kept under its key in a `[server] state-store`: its pins file, with its
+/// held definitions (its pending file) beside them.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    pins: PinFile,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending: Option<PinFile>,
+}
+
+fn pin_file(server: &str, pins: &PinSet) -> PinFile {
+    PinFile {
+        version: FORMAT,
+        server: server.to_owned(),
+        tools: pins.tools.clone().unwrap_or_default(),
+        prompts: pins.prompts.clone(),
+        templates: pins.templates.clone(),
+    }
+}
+
+/// What a `[server] state-store` keeps as `server`'s pins, read back: its pins and held
+/// definitions; `Err` when it cannot be read as `server`'s.
+fn read_stored(server: &str, bytes: &[u8]) -> Result<(PinSet, PinSet), String> {
+    let stored: Stored =
+        serde_json::from_slice(bytes).map_err(|error| format!("not pins: {error}"))?;
+    for file in std::iter::once(&stored.pins).chain(&stored.pending) {
+        if file.version != FORMAT {
+            return Err(format!(
+                "format {} (this Runbyte reads {FORMAT})",
+                file.version
+            ));
+        }
+        if file.server != server {
+            return Err(format!("they belong to server `{}`", file.server));
+        }
+    }
+    let pending = stored.pending.map(PinSet::of_file).unwrap_or_default();
+    Ok((PinSet::of_file(stored.pins), pending))
+}
+
+/// [`update`] of the pins `store` keeps for `server` (`runbyte:pins:<server>`): read, changed by
+/// `change` and written back with a compare-and-set, read and changed again when another
+/// replica wrote first, so that what it wrote is kept. Pins that cannot be read are an error,
+/// never written over.
+pub(crate) async fn update_stored<R>(
+    store: &StateStore,
+    server: &str,
+    change: impl FnMut(&mut PinSet, &mut PinSet) -> R,
+) -> Result<R, String> {
+    update_stored_kept(store, server, change)
+        .await
+        .map(|(answer, _)| answer)
+}
+
+/// [`update_stored`], with the digest of what the key holds afterwards ([`key_digest`]). Nothing
+/// is written when nothing changed.
+async fn update_stored_kept<R>(
+    store: &StateStore,
+    server: &str,
+    mut change: impl FnMut(&mut PinSet, &mut PinSet) -> R,
+) -> Result<(R, String), String> {
+    store
+        .update_pins(server, |read| {
+            let (mut pinned, mut pending) = match read {
+                Some(bytes) => read_stored(server, bytes)?,
+                None => (PinSet::default(), PinSet::default()),
+            };
+            let answer = change(&mut pinned, &mut pending);
+            let stored = Stored {
+                pins: pin_file(server, &pinned),
+                pending: (!pending.is_empty()).then(|| pin_file(server, &pending)),
+            };
+            let bytes = serde_json::to_vec(&stored).map_err(|error| error.to_string())?;
+            let kept = key_digest(Some(&bytes));
+            let write = (read != Some(bytes.as_slice())).then_some(bytes);
+            Ok((write, (answer, kept)))
+        })
+        .await
+        .map_err(|error| error.to_string())
+}
+
+/// What identifies what a store's pins key holds (`bytes`, `None`: nothing): a SHA-256 of it.
+fn key_digest(bytes: Option<&[u8]>) -> String {
+    match bytes {
+        Some(bytes) => {
+            crate::infer::hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+        }
+        None => "absent".to_owned(),
+    }
+}
+
+/// `server`'s pins and held definitions as `store` keeps them (none kept: both empty); `Err`
+/// names the store.
+pub(crate) async fn read_store(
+    store: &StateStore,
+    server: &str,
+) -> Result<(PinSet, PinSet, String), String> {
+    let bytes = store
+        .pins(server)
+        .await
+        .map_err(|error| error.to_string())?;
+    let (pinned, pending) = match &bytes {
+        Some(bytes) => read_stored(server, bytes).map_err(|why| {
+            format!(
+                "the state store {} keeps pins under `{server}` that cannot be read: {why}",
+                store.name()
+            )
+        })?,
+        None => (PinSet::default(), PinSet::default()),
+    };
+    Ok((pinned, pending, key_digest(bytes.as_deref())))
+}
+
 /// Writes the held definitions, or removes the file when there are none.
 fn save_pending(server: &str, file: &Path, pending: &PinSet) -> std::io::Result<()> {
     if !pending.is_empty() {
@@ -648,6 +772,15 @@ struct State {
     told: BTreeMap<(Kind, String), String>,
     /// Under `ask`: the tools listed as pinned whose definition awaits a person.
     asking: BTreeMap<String, Asked>,
+    /// With a state store: the [`key_digest`] of the server's key as last read or written
+    /// (`None`: not read yet, unreadable, or written over what was judged: judge again).
+    read: Option<String>,
+    /// With a state store: whether the last read failed (every definition not known to be
+    /// pinned is held, and nothing is written).
+    unread: bool,
+    /// With a state store: what judging pinned and held since the last write, by kind, for
+    /// [`Pins::push`].
+    dirty: BTreeMap<Kind, Judged>,
     /// What a person approved while this process runs (`runbyte pins approve`, seen in the
     /// pins file, or an answer to `ask`), by kind and name.
     approved: BTreeSet<(Kind, String)>,
@@ -655,10 +788,21 @@ struct State {
     warned: BTreeSet<(Kind, String)>,
 }
 
+/// What one kind's judging pinned anew (a first listing, `new-tools = "allow"`, `warn`) and
+/// what it held, to be merged into a state store's key.
+#[derive(Default)]
+struct Judged {
+    pinned: Tools,
+    held: Tools,
+}
+
 /// Every server's pins. One per Hub.
 pub struct Pins {
     servers: BTreeMap<String, ServerPins>,
     audit: Option<AuditLog>,
+    /// `[server] state-store`: where every server's pins are kept, shared by every replica,
+    /// instead of the files.
+    store: Option<StateStore>,
 }
 
 impl Pins {
@@ -689,7 +833,135 @@ impl Pins {
                 (name.clone(), pins)
             })
             .collect();
-        Pins { servers, audit }
+        Pins {
+            servers,
+            audit,
+            store: None,
+        }
+    }
+
+    /// These pins kept in `store` (`[server] state-store`), shared by every replica, instead of
+    /// the files: [`Pins::fetch`] reads a server's before it is judged, [`Pins::push`] merges
+    /// what judging pinned and held into it after.
+    pub fn kept_in(mut self, store: Option<StateStore>) -> Self {
+        if store.is_some() {
+            for pins in self.servers.values_mut() {
+                pins.files = None;
+            }
+        }
+        self.store = store;
+        self
+    }
+
+    /// With a state store: reads `server`'s pins from it, to judge the next listing by. A store
+    /// that cannot be read fails closed: every definition not known to be pinned is held, with
+    /// a warning naming the store, and nothing is written until it is read again.
+    pub async fn fetch(&self, server: &str) {
+        let Some(store) = &self.store else { return };
+        let Some(pins) = self.servers.get(server).filter(|p| p.mode != PinMode::Off) else {
+            return;
+        };
+        let read = read_store(store, server).await;
+        let Ok(mut state) = pins.state.lock() else {
+            return;
+        };
+        match read {
+            Ok((pinned, _, digest)) => {
+                state.pins = pinned;
+                state.read = Some(digest);
+                state.unread = false;
+            }
+            Err(why) => {
+                if !state.unread {
+                    tracing::warn!(
+                        server,
+                        "cannot read the tool pins: {why}; every definition not known to be \
+                         pinned is held until the store answers"
+                    );
+                }
+                for kind in Kind::ALL {
+                    state.pins.kind_mut(kind).get_or_insert_default();
+                }
+                state.read = None;
+                state.unread = true;
+                state.dirty.clear();
+            }
+        }
+    }
+
+    /// With a state store: merges what judging pinned and held since the last write into
+    /// `server`'s key, by a compare-and-set over what is there now, so that another replica's
+    /// approval is kept: a definition pinned meanwhile is no longer held, and a pin is
+    /// replaced only under `warn`.
+    pub async fn push(&self, server: &str) {
+        let Some(store) = &self.store else { return };
+        let Some(pins) = self.servers.get(server) else {
+            return;
+        };
+        let dirty = {
+            let Ok(mut state) = pins.state.lock() else {
+                return;
+            };
+            // Nothing is written before the tools' first listing is pinned (a key without them
+            // would make every tool new), nor over a key that could not be read.
+            if state.unread || state.pins.tools.is_none() {
+                return;
+            }
+            std::mem::take(&mut state.dirty)
+        };
+        if dirty.is_empty() {
+            return;
+        }
+        let replaces = pins.mode == PinMode::Warn;
+        let written = update_stored_kept(store, server, |pinned, pending| {
+            for (kind, judged) in &dirty {
+                let kept = pinned.kind_mut(*kind).get_or_insert_default();
+                for (name, pin) in &judged.pinned {
+                    if replaces || !kept.contains_key(name) {
+                        kept.insert(name.clone(), pin.clone());
+                    }
+                }
+                let mut held = judged.held.clone();
+                held.retain(|name, pin| kept.get(name).is_none_or(|p| p.digest != pin.digest));
+                *pending.kind_mut(*kind) = Some(held);
+            }
+            pinned.clone()
+        })
+        .await;
+        let Ok(mut state) = pins.state.lock() else {
+            return;
+        };
+        match written {
+            Ok((pinned, digest)) => {
+                // Pins another replica wrote meanwhile were not judged by: judged again at the
+                // next poll (see `Pins::changed`).
+                state.read = (pinned == state.pins).then_some(digest);
+                state.pins = pinned;
+            }
+            Err(why) => {
+                tracing::warn!(server, "cannot keep the tool pins: {why}");
+                state.read = None;
+            }
+        }
+    }
+
+    /// Whether `server`'s pins changed where they are kept since they were last read or
+    /// written: its pins file, or its key in the state store (read whole, within
+    /// [`crate::state_store::MAX_KEPT_PINS`], and compared by digest).
+    pub async fn changed(&self, server: &str) -> bool {
+        let Some(store) = &self.store else {
+            return self.changed_on_disk(server);
+        };
+        let Some(pins) = self.servers.get(server) else {
+            return false;
+        };
+        let now = match store.pins(server).await {
+            Ok(bytes) => key_digest(bytes.as_deref()),
+            Err(_) => return false,
+        };
+        pins.state
+            .lock()
+            .is_ok_and(|state| state.read.as_deref() != Some(now.as_str()))
     }
 
     /// Whether `server`'s pins file changed on disk since it was last read or written.
@@ -751,6 +1023,54 @@ impl Pins {
                 .get_or_insert_default()
                 .insert(name.to_owned(), pin.clone()),
         };
+        self.approved(state, server, kind, name, &pin, before);
+        Ok(())
+    }
+
+    /// [`Pins::approve`], kept where the pins are kept: with a state store, in its key (a
+    /// compare-and-set: what another replica wrote meanwhile is kept), which every replica's
+    /// poll sees; else in the pins file.
+    pub async fn approve_kept(&self, server: &str, tool: &str, pin: Pin) -> Result<(), String> {
+        let Some(store) = &self.store else {
+            return self.approve(server, tool, pin);
+        };
+        let pins = self
+            .servers
+            .get(server)
+            .ok_or_else(|| format!("unknown server `{server}`"))?;
+        let ((before, pinned), digest) = update_stored_kept(store, server, |pinned, pending| {
+            if let Some(pending) = pending.kind_mut(Kind::Tool) {
+                pending.remove(tool);
+            }
+            let before = pinned
+                .kind_mut(Kind::Tool)
+                .get_or_insert_default()
+                .insert(tool.to_owned(), pin.clone());
+            (before, pinned.clone())
+        })
+        .await?;
+        let mut state = pins
+            .state
+            .lock()
+            .map_err(|_| "the pins' lock is poisoned".to_owned())?;
+        state.pins = pinned;
+        state.read = Some(digest);
+        state.unread = false;
+        self.approved(state, server, Kind::Tool, tool, &pin, before);
+        Ok(())
+    }
+
+    /// What a person's approval of `pin` as `server`'s `name` leaves in memory, logged and
+    /// audited; `before`: what was pinned.
+    fn approved(
+        &self,
+        mut state: std::sync::MutexGuard<'_, State>,
+        server: &str,
+        kind: Kind,
+        name: &str,
+        pin: &Pin,
+        before: Option<Pin>,
+    ) {
         let key = (kind, name.to_owned());
         if kind == Kind::Tool {
             state.asking.remove(name);
@@ -770,7 +1090,6 @@ impl Pins {
             kind.told()
         );
         self.audit(server, name, "approved", &change);
-        Ok(())
     }
 
     /// Judges a listing of `server`'s `tools` against its pins: the tools served, and those held.
@@ -885,6 +1204,9 @@ impl Pins {
         let mut pinned = state.pins.kind_mut(kind).take().unwrap_or_default();
         let mut skeletons = None;
         let mut repinned = first;
+        // With a state store: what is pinned anew here, for `Pins::push`.
+        let kept = self.store.is_some() && pins.writes;
+        let mut added = Tools::new();
         let told = kind.told();
         let (mut served, mut held, mut pending) = (Vec::new(), Vec::new(), BTreeMap::new());
         let mut asking = BTreeMap::new();
@@ -909,6 +1231,9 @@ impl Pins {
                 }
                 Some(old) => changes(&old.definition, &pin.definition).join(", "),
                 None if first => {
+                    if kept {
+                        added.insert(name.clone(), pin.clone());
+                    }
                     pinned.insert(name, pin);
                     served.push(Verdict::Served);
                     continue;
@@ -924,11 +1249,17 @@ impl Pins {
                         )
                     }
                     None if pins.new_tools == Some(NewTools::Allow) => {
+                        if kept {
+                            added.insert(name.clone(), pin.clone());
+                        }
                         pinned.insert(name, pin);
                         repinned = true;
                         served.push(Verdict::Served);
                         continue;
                     }
+                    None if state.unread => "it is not known to be pinned: the state store \
+                                             that keeps the pins cannot be read"
+                        .to_owned(),
                     None => "it is new since the first listing".to_owned(),
                 },
             };
@@ -946,6 +1277,9 @@ impl Pins {
                 }
                 state.approved.remove(&key);
                 state.warned.insert(key);
+                if kept {
+                    added.insert(name.clone(), pin.clone());
+                }
                 pinned.insert(name, pin);
                 repinned = true;
                 served.push(Verdict::Served);
@@ -1008,6 +1342,11 @@ impl Pins {
         *state.pins.kind_mut(kind) = Some(pinned);
         if kind == Kind::Tool {
             state.asking = asking;
+        }
+        if kept && !state.unread {
+            let judged = state.dirty.entry(kind).or_default();
+            judged.pinned.extend(added);
+            judged.held = pending.clone();
         }
         // Nothing is written before the tools' first listing is pinned: a file without them
         // would make every tool new.
@@ -1103,7 +1442,7 @@ impl Pins {
             PinState::Unpinned
         } else if state.approved.contains(&key) {
             PinState::Approved
-        } else if pins.files.is_none() {
+        } else if pins.files.is_none() && self.store.is_none() {
             PinState::Unpinned
         } else if state.warned.contains(&key) {
             PinState::Changed
