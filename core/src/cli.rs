@@ -795,7 +795,7 @@ async fn exec(config: Config, file: &std::path::Path) -> ExitCode {
     let executor = gateway.executor();
     let result = match executor
         .prepare(
-            "cli",
+            ("cli", crate::kept::Owner::Session("cli".to_owned())),
             None,
             None,
             crate::execute::Resumable::No,

@@ -434,7 +434,7 @@ impl CodegenDriver {
             })
             .collect();
         let request = CodegenRequest::<Value>::Root(RootRequest { servers });
-        match self.call_dialect(&request).await {
+        let mut files = match self.call_dialect(&request).await {
             Ok(response) => {
                 let extension = self.learn_extension(&response, "index.");
                 let mut files: Vec<(String, Arc<File>)> = response
@@ -469,7 +469,14 @@ impl CodegenDriver {
                 tracing::warn!(dialect = %self.dialect.info().name, "codegen of /servers/index failed: {error}");
                 Vec::new()
             }
-        }
+        };
+        // `./state`, the module that keeps values between programs, in the dialect's language.
+        let extension = self.extension();
+        files.push((
+            format!("{}/index.{extension}", crate::kept::FOLDER),
+            File::new(crate::kept::module(extension == "ts")),
+        ));
+        files
     }
 }
 

@@ -102,9 +102,18 @@ impl Executor {
             .clone()
     }
 
-    /// A client session ended: its token totals go with it.
+    /// A client session ended: its token totals and its kept values go with it.
     pub fn forget(&self, session: &str) {
         self.tokens.forget(session);
+        self.gate.kept().end(session);
+    }
+
+    /// What `owner` keeps, as `/state` lists it.
+    pub fn shelf(&self, owner: &crate::kept::Owner) -> crate::vfs::Shelf {
+        match owner {
+            crate::kept::Owner::Session(key) => crate::vfs::Shelf::Kept(self.gate.kept().list(key)),
+            crate::kept::Owner::Refused(why) => crate::vfs::Shelf::Refused(why.clone()),
+        }
     }
 }
 
@@ -153,10 +162,10 @@ impl Executor {
     /// `listener` is the transport the session came through (`None` for `runbyte exec`).
     /// `asker` answers what a tool or a policy asks of the user (`None`: nobody can).
     /// `parent` is the trace context the client's request carried; the execution's span is its
-    /// child.
+    /// child. `keeps` is whose values its `./state` calls keep and recall.
     pub async fn prepare(
         &self,
-        session: &str,
+        (session, keeps): (&str, crate::kept::Owner),
         listener: Option<&str>,
         asker: Option<Arc<dyn crate::relay::Asker>>,
         resumable: Resumable,
@@ -179,6 +188,7 @@ impl Executor {
             judges,
             tokens: Arc::default(),
             cached: Arc::default(),
+            keeps,
         };
         let bridge = Arc::new(HubBridge::new(
             self.gate.clone(),

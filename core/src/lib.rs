@@ -24,6 +24,7 @@ mod execute;
 pub mod gateway;
 pub mod hub;
 pub mod infer;
+mod kept;
 mod logging;
 pub mod os_paths;
 mod own_tools;

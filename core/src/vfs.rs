@@ -15,21 +15,27 @@ use tokio::sync::watch;
 use crate::text;
 
 mod search;
+mod state;
 mod stub;
 pub use search::SearchIndex;
+pub use state::{Shelf, is_state};
 pub use stub::index_stub;
 
 /// The root of everything the VFS serves.
 pub const ROOT: &str = "/servers";
 /// The folder of saved skills (see [`crate::skills`]).
 pub const SKILLS: &str = "/skills";
+/// The folder of the session's kept values and the module that keeps them (see
+/// [`crate::kept`]).
+pub const STATE: &str = crate::kept::FOLDER;
 
 /// A path the VFS refuses or does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VfsError {
     /// Outside `/servers`.
     #[error(
-        "`{path}` is outside the virtual filesystem: every path lies under /servers or /skills"
+        "`{path}` is outside the virtual filesystem: every path lies under /servers, /skills or \
+         /state"
     )]
     Outside { path: String },
     /// No such file or folder.
@@ -207,7 +213,7 @@ impl Snapshot {
     }
 
     fn is_dir(&self, path: &str) -> bool {
-        path == ROOT || path == "/" || path == SKILLS || {
+        path == ROOT || path == "/" || path == SKILLS || path == STATE || {
             let prefix = format!("{path}/");
             self.files
                 .range(prefix.clone()..)
@@ -220,7 +226,14 @@ impl Snapshot {
         let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
         let parent = if parent.is_empty() { "/" } else { parent };
         let (folders, files) = if parent == "/" {
-            (vec!["servers".to_owned(), "skills".to_owned()], Vec::new())
+            (
+                vec![
+                    "servers".to_owned(),
+                    "skills".to_owned(),
+                    "state".to_owned(),
+                ],
+                Vec::new(),
+            )
         } else {
             self.children(parent)
         };
@@ -268,7 +281,7 @@ impl Snapshot {
     pub fn list(&self, path: &str, with_descriptions: bool) -> Result<String, VfsError> {
         let path = normalize(path)?;
         if path == "/" {
-            return Ok("/\nservers/\nskills/\n".to_owned());
+            return Ok("/\nservers/\nskills/\nstate/\n".to_owned());
         }
         if self.files.contains_key(&path) {
             return Err(VfsError::IsFile { path });
@@ -533,8 +546,8 @@ pub fn words(text: &str) -> Vec<String> {
 }
 
 /// Makes a VFS path absolute and canonical: `servers/demo`, `./servers/demo/`, `/servers/x/../demo`
-/// all become `/servers/demo`. A path outside `/servers` and `/skills` (other than `/` itself)
-/// is refused.
+/// all become `/servers/demo`. A path outside `/servers`, `/skills` and `/state` (other than `/`
+/// itself) is refused.
 pub fn normalize(path: &str) -> Result<String, VfsError> {
     let trimmed = path.trim();
     let mut parts: Vec<&str> = Vec::new();
@@ -554,7 +567,7 @@ pub fn normalize(path: &str) -> Result<String, VfsError> {
     if parts.is_empty() {
         return Ok("/".to_owned());
     }
-    if parts[0] != "servers" && parts[0] != "skills" {
+    if !matches!(parts[0], "servers" | "skills" | "state") {
         return Err(VfsError::Outside {
             path: trimmed.to_owned(),
         });

@@ -37,6 +37,7 @@ mod setup;
 #[cfg(unix)]
 mod shutdown;
 mod skills;
+mod state;
 mod tasks;
 mod telemetry;
 mod thirdparty;

@@ -67,6 +67,8 @@ impl Executor {
             judges,
             tokens: Arc::default(),
             cached: Arc::default(),
+            // A direct call names a server's tool, never `./state`.
+            keeps: crate::kept::Owner::Refused("a direct call keeps nothing".to_owned()),
         };
         let (server, tool) = call.target;
         let request = Request {

@@ -21,6 +21,7 @@ use crate::{
     audit::{AuditLog, CallEnd},
     hub::{CallError, CallOptions, Hub},
     infer::Inferred,
+    kept::{self, Kept},
     policy::{Judge, Refusal},
     relay::Asker,
     telemetry::{CallOutcome, Telemetry},
@@ -37,6 +38,8 @@ pub struct Gate {
     inferred: Option<Arc<Inferred>>,
     /// The approvals of changed tool definitions being asked.
     pin_asks: Arc<PinAsks>,
+    /// The values programs keep for their sessions' later programs (`./state`).
+    kept: Arc<Kept>,
 }
 
 /// Who makes the calls: one execution (a program's calls) or one direct call. Kept for the
@@ -53,6 +56,8 @@ pub struct Caller {
     /// How many of its calls were answered from what the servers' caching hints let the Hub
     /// keep (the summary's `cached`).
     pub cached: Arc<std::sync::atomic::AtomicU32>,
+    /// Whose values its `./state` calls keep and recall.
+    pub keeps: kept::Owner,
 }
 
 /// Where one call stands in its execution: the calls made before it (a direct call: none).
@@ -117,7 +122,13 @@ impl Gate {
             telemetry,
             inferred,
             pin_asks: Arc::default(),
+            kept: Arc::default(),
         }
+    }
+
+    /// The values programs keep for their sessions (`./state`).
+    pub fn kept(&self) -> &Arc<Kept> {
+        &self.kept
     }
 
     /// The Hub the calls go to.
@@ -213,7 +224,9 @@ impl Gate {
             notices,
             pass_through,
         } = request;
-        let spec = if reads_resource {
+        // `./state` is the host's own: no server to ask for a spec, no pin.
+        let keeps = server == kept::SERVER;
+        let spec = if reads_resource || keeps {
             None
         } else {
             match self.hub.tool(&server, &tool).await {
@@ -263,10 +276,14 @@ impl Gate {
             .iter()
             .any(|judge| judge.judged.covers(&server))
         {
-            let annotations = spec
-                .as_ref()
-                .and_then(|spec| spec.annotations.as_ref())
-                .map(|a| Cow::Owned(serde_json::to_value(a).unwrap_or(Value::Null)));
+            // A keep shows as a write (of the session's store only), a recall as a read.
+            let annotations = match keeps {
+                true => Some(Cow::Owned(kept::annotations(&tool))),
+                false => spec
+                    .as_ref()
+                    .and_then(|spec| spec.annotations.as_ref())
+                    .map(|a| Cow::Owned(serde_json::to_value(a).unwrap_or(Value::Null))),
+            };
             let asked = wire::Call {
                 server: Cow::Borrowed(&server),
                 tool: Cow::Borrowed(&tool),
@@ -278,7 +295,7 @@ impl Gate {
                     calls: position.calls,
                     calls_to_server: position.calls_to_server,
                     calls_to_tool: position.calls_to_tool,
-                    pin: match reads_resource {
+                    pin: match reads_resource || keeps {
                         true => wire::PinState::Unpinned,
                         false => self.hub.pins().state(&server, &tool),
                     },
@@ -295,6 +312,14 @@ impl Gate {
         } else {
             None
         };
+        if keeps {
+            let value = self
+                .kept
+                .call(&caller.keeps, &tool, &arguments)
+                .map_err(|error| error.to_string())?;
+            *watched.outcome = CallOutcome::Ok;
+            return Ok((Ok(value), None));
+        }
         if reads_resource {
             let read = self
                 .read_resource((&caller.session, &caller.cached), &server, &arguments)

@@ -92,6 +92,8 @@ pub struct Client<'a> {
     pub listener: Option<&'a str>,
     /// Whose turn a 2026-07-28 execution waits for in the sandbox's admission.
     pub fairness: &'a str,
+    /// Whose values the program's `./state` calls keep and recall.
+    pub keeps: crate::kept::Owner,
     /// A legacy session's asker (its questions go to the client as requests); `None`: a
     /// 2026-07-28 client, asked through `input_required` results.
     pub asker: Option<Arc<dyn Asker>>,
@@ -125,7 +127,7 @@ impl Executor {
         // No waiting for servers here: `run` waits for those the program imports.
         let prepared = match self
             .prepare(
-                client.session,
+                (client.session, client.keeps.clone()),
                 client.listener,
                 Some(asker),
                 Resumable::No,
@@ -177,7 +179,7 @@ impl Executor {
         let resumed_deadline = replay.as_ref().map(Replaying::deadline);
         let mut prepared = match self
             .prepare(
-                &session,
+                (&session, client.keeps.clone()),
                 client.listener,
                 Some(Arc::new(asker)),
                 match replay {

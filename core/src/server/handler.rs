@@ -208,18 +208,57 @@ impl Session {
         let _ = peer.notify_logging_message(params).await;
     }
 
-    async fn list_directory(&self, call: ListDirectory<'_>) -> Result<String, String> {
-        self.gateway
-            .vfs()
-            .settled(STARTUP_GRACE)
-            .await
+    /// Whose values `./state` keeps for this client's programs: a session that lasts across
+    /// its requests, which no other client can present. A legacy session is one (its id is
+    /// the listener's, unguessable over HTTP); so is a 2026-07-28 client over stdio (the one
+    /// connection of this process, its only client). A 2026-07-28 client over a network has
+    /// none: each request is a connection of its own, and what it could be known by (its
+    /// address, the listener's one bearer token) is shared by every client on its host or
+    /// with the token, so keeping for it could hand one client's values to another.
+    fn keeps(&self, context: &RequestContext<RoleServer>) -> crate::kept::Owner {
+        if SessionAsker::of(&context.peer).is_some() || &*self.listener == "stdio" {
+            return crate::kept::Owner::Session(self.session.clone());
+        }
+        crate::kept::Owner::Refused(format!(
+            "a 2026-07-28 client over `{}` has no session that lasts across its requests, and \
+             nothing it could be known by (its address, the listener's bearer token) is its \
+             alone; keep data within one program, or connect as a 2025-11-25 session (or over \
+             stdio)",
+            self.listener
+        ))
+    }
+
+    async fn list_directory(
+        &self,
+        call: ListDirectory<'_>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<String, String> {
+        let snapshot = self.gateway.vfs().settled(STARTUP_GRACE).await;
+        if crate::vfs::is_state(call.path) {
+            let shelf = self.gateway.executor().shelf(&self.keeps(context));
+            return snapshot
+                .list_state(call.path, call.with_descriptions, &shelf)
+                .map_err(|e| e.to_string());
+        }
+        snapshot
             .list(call.path, call.with_descriptions)
             .map_err(|e| e.to_string())
     }
 
-    async fn read_file(&self, call: ReadFile<'_>) -> Result<String, String> {
+    async fn read_file(
+        &self,
+        call: ReadFile<'_>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<String, String> {
         let path = call.path.to_owned();
         let snapshot = self.gateway.vfs().settled(STARTUP_GRACE).await;
+        if crate::vfs::is_state(&path) {
+            let shelf = self.gateway.executor().shelf(&self.keeps(context));
+            return snapshot
+                .read_state(&path, &shelf)
+                .map(|content| content.to_string())
+                .map_err(|e| e.to_string());
+        }
         // A saved skill is read from disk: on a blocking thread.
         let read = if snapshot.reads_disk(&path) {
             tokio::task::spawn_blocking(move || snapshot.read(&path))
@@ -307,6 +346,7 @@ impl Session {
                 listener: self.listener.to_string(),
                 fairness: self.fairness.to_string(),
                 owner: self.task_owner(context),
+                keeps: self.keeps(context),
                 capabilities: capabilities.clone(),
                 parent: Parent::from_meta(&context.meta),
             };
@@ -318,6 +358,7 @@ impl Session {
             session: &self.session,
             listener: Some(&self.listener),
             fairness: &self.fairness,
+            keeps: self.keeps(context),
             asker: asker.map(|a| Arc::new(a) as Arc<dyn Asker>),
             capabilities,
             progress: PeerProgress::of(context),
@@ -1009,8 +1050,8 @@ impl ServerHandler for Session {
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
         let answer = match OwnTool::parse(&request.name, &args) {
-            Ok(OwnTool::ListDirectory(call)) => self.list_directory(call).await,
-            Ok(OwnTool::ReadFile(call)) => self.read_file(call).await,
+            Ok(OwnTool::ListDirectory(call)) => self.list_directory(call, &context).await,
+            Ok(OwnTool::ReadFile(call)) => self.read_file(call, &context).await,
             Ok(OwnTool::SearchTools(call)) => self.search_tools(call).await,
             Ok(OwnTool::SaveSkill(call)) => self.save_skill(call).await,
             Ok(OwnTool::ExecuteCode(call)) => {

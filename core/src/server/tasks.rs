@@ -41,6 +41,7 @@ pub struct Started {
     pub listener: String,
     pub fairness: String,
     pub owner: String,
+    pub keeps: crate::kept::Owner,
     pub capabilities: ClientCapabilities,
     pub parent: Parent,
 }
@@ -79,6 +80,7 @@ async fn run(
         session: &session,
         listener: Some(&started.listener),
         fairness: &started.fairness,
+        keeps: started.keeps,
         asker: Some(asker),
         capabilities: started.capabilities,
         progress: Some(Arc::new(TaskStatus(context.clone()))),

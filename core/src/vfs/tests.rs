@@ -108,7 +108,10 @@ fn listing_shows_folders_files_and_why_a_server_is_down() {
         down.contains("server `down` is unavailable: exited with status 3"),
         "{down}"
     );
-    assert_eq!(snapshot.list("/", false).unwrap(), "/\nservers/\nskills/\n");
+    assert_eq!(
+        snapshot.list("/", false).unwrap(),
+        "/\nservers/\nskills/\nstate/\n"
+    );
     // `/skills` is a folder even with no skill saved.
     assert_eq!(snapshot.list("/skills", false).unwrap(), "/skills\n");
 }
@@ -257,4 +260,55 @@ fn a_module_is_ready_once_compiled_and_a_missing_one_at_once() {
     assert_eq!(modules.load_ready(path), Some(Some(compiled)));
     // No such module: nothing to compile, so the answer is ready.
     assert_eq!(modules.load_ready("/servers/demo/nothing.ts"), Some(None));
+}
+
+#[test]
+fn state_lists_names_and_sizes_never_values() {
+    let mut snapshot = snapshot();
+    snapshot.files.insert(
+        "/state/index.ts".into(),
+        File::new(crate::kept::module(true)),
+    );
+    let kept = crate::kept::Kept::default();
+    kept.keep(
+        "a",
+        "issues",
+        &serde_json::json!({"secret": "s3cr3t-value"}),
+    )
+    .unwrap();
+    let shelf = Shelf::Kept(kept.list("a"));
+    let listed = snapshot.list_state("/state", false, &shelf).unwrap();
+    assert_eq!(listed, "/state\nindex.ts\nissues  (25 bytes)\n");
+    let read = snapshot.read_state("state/issues", &shelf).unwrap();
+    assert!(
+        read.contains("25 bytes")
+            && read.contains("recall(\"issues\")")
+            && !read.contains("s3cr3t"),
+        "{read}"
+    );
+    assert!(
+        snapshot
+            .read_state("/state/index.ts", &shelf)
+            .unwrap()
+            .contains("export async function keep")
+    );
+    let missing = snapshot.read_state("/state/other", &shelf).unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains("/state holds: index.ts, issues"),
+        "{missing}"
+    );
+    let empty = snapshot
+        .list_state("/state", false, &Shelf::Kept(Vec::new()))
+        .unwrap();
+    assert!(empty.contains("nothing kept yet"), "{empty}");
+    let refused = snapshot
+        .list_state("/state/", false, &Shelf::Refused("no session".into()))
+        .unwrap();
+    assert!(
+        refused.contains("cannot keep values: no session"),
+        "{refused}"
+    );
+    assert!(is_state("./state/x") && is_state("/state") && !is_state("/servers"));
 }
