@@ -61,6 +61,8 @@ pub struct Parts {
     pub direct_only: Vec<String>,
     /// Where paused executions' state is signed and shared.
     pub state: StateSettings,
+    /// What an answer says of its execution beside the result.
+    pub summary: crate::config::Summary,
 }
 
 /// Runs programs and direct calls for every client of one gateway.
@@ -75,6 +77,7 @@ pub struct Executor {
     sandbox_options: SandboxOptions,
     sandbox: OnceLock<Arc<Sandbox>>,
     state: StateSettings,
+    summary: crate::config::Summary,
     paused: OnceLock<Result<Paused<CallToolResult>, String>>,
 }
 
@@ -91,6 +94,7 @@ impl Executor {
             sandbox_options: parts.sandbox,
             sandbox: OnceLock::new(),
             state: parts.state,
+            summary: parts.summary,
             paused: OnceLock::new(),
         }
     }
@@ -319,6 +323,7 @@ impl Executor {
             prepared.limits.max_output_bytes,
             Some(tokens),
             prepared.bridge.cached(),
+            self.summary,
         );
         if let Some(diverged) = prepared.bridge.diverged() {
             rendered = CallToolResult::error(vec![ContentBlock::text(diverged)]);

@@ -226,6 +226,7 @@ impl Gateway {
                 .map(|(name, _)| name.clone())
                 .collect(),
             state: state_settings(&config),
+            summary: config.server.summary,
         });
         let tasks = Arc::new(crate::execute::ExecutionTasks::new(
             config

@@ -208,8 +208,11 @@ function programValue(result) {
   }
 }
 
-// The gateway's own figure for the execution, from its summary line ("--- 12 ms · ...").
+// The gateway's own figure for the execution: its answer's `_meta`, or (an older build) its
+// summary line ("--- 12 ms · ...").
 function reportedMs(result) {
+  const account = result._meta?.["runbyte/execution"];
+  if (account && typeof account.durationMs === "number") return account.durationMs;
   const match = /\n--- (\d+(?:\.\d+)?) ms/.exec(text(result));
   return match ? Number(match[1]) : NaN;
 }

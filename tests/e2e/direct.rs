@@ -129,7 +129,7 @@ async fn a_direct_servers_new_tools_are_listed() {
 #[tokio::test]
 async fn a_direct_call_types_the_result_and_counts_its_tokens() {
     let dir = TempDir::new("direct-gate");
-    let config = config_with("").replace(
+    let config = config_with("[server]\nsummary = \"full\"\n").replace(
         "args = [\"demo-server\"]\n",
         "args = [\"demo-server\"]\nexpose = \"both\"\n",
     );

@@ -50,10 +50,8 @@ async fn a_program_calls_two_servers_concurrently_and_returns_a_small_result() {
         text.contains("--- console ---\nlooked at 8 issues"),
         "{text}"
     );
-    assert!(
-        text.contains(" · 6 tool calls · 0 failed · o200k_base tokens: "),
-        "{text}"
-    );
+    // The lean summary (the default) says what may change the next step: the calls made.
+    assert!(text.ends_with("\n--- 6 tool calls ---"), "{text}");
     client.cancel().await.unwrap();
 }
 

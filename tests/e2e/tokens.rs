@@ -4,7 +4,7 @@
 //! log.
 
 use runbyte_core::tokens;
-use runbyte_tests::{TempDir, call, client, config_with, run};
+use runbyte_tests::{TempDir, call, call_full, client, config_with, run};
 use serde_json::json;
 
 /// `(returned, consumed, session returned, session consumed)` from a summary line.
@@ -30,7 +30,7 @@ async fn the_summary_counts_tokens_and_runbyte_stats_adds_them_up() {
     let dir = TempDir::new("tokens");
     dir.write(
         "runbyte.toml",
-        &config_with("[server]\naudit-log = \"audit.jsonl\"\n"),
+        &config_with("[server]\naudit-log = \"audit.jsonl\"\nsummary = \"full\"\n"),
     );
     let messages = [
         "The quick brown fox jumps over the lazy dog.".to_owned(),
@@ -101,4 +101,54 @@ async fn the_summary_counts_tokens_and_runbyte_stats_adds_them_up() {
         "{}",
         missing.stderr
     );
+}
+
+/// The default (lean) answer says only the calls made, and those that failed; its time and its
+/// tokens are in `_meta` (`runbyte/execution`), where a client or a harness reads them, and
+/// the same program under `summary = "full"` costs the model more tokens for each answer.
+#[tokio::test]
+async fn the_lean_answer_keeps_its_account_in_meta_and_costs_fewer_tokens() {
+    let program = r#"
+        import { echo } from './servers/demo';
+        const a = await echo({ message: 'one' });
+        export default a.length;
+    "#;
+    let mut answers = Vec::new();
+    for summary in ["lean", "full"] {
+        let dir = TempDir::new("tokens-lean");
+        dir.write(
+            "runbyte.toml",
+            &config_with(&format!("[server]\nsummary = \"{summary}\"\n")),
+        );
+        let client = client(&dir).await;
+        let result = call_full(&client, "execute_code", json!({ "code": program })).await;
+        client.cancel().await.unwrap();
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        let text = result.content[0].as_text().unwrap().text.clone();
+        let account = result
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0.get("runbyte/execution"))
+            .unwrap_or_else(|| panic!("no runbyte/execution in the _meta of {result:?}"))
+            .clone();
+        assert_eq!(account["toolCalls"], 1, "{account}");
+        assert_eq!(account["failedCalls"], 0, "{account}");
+        assert!(account["durationMs"].is_u64(), "{account}");
+        assert_eq!(account["tokens"]["encoding"], "o200k_base", "{account}");
+        assert_eq!(
+            account["tokens"]["execution"]["inToolResults"]["tokens"],
+            tokens::count("one").tokens,
+            "{account}"
+        );
+        answers.push(text);
+    }
+    let (lean, full) = (&answers[0], &answers[1]);
+    assert_eq!(lean, "3\n--- 1 tool call ---");
+    assert!(
+        full.starts_with("3\n--- ") && full.contains(" ms · 1 tool call · 0 failed · "),
+        "{full}"
+    );
+    let (lean_tokens, full_tokens) = (tokens::count(lean).tokens, tokens::count(full).tokens);
+    assert!(lean_tokens < full_tokens, "{lean_tokens} vs {full_tokens}");
+    eprintln!("tokens per answer: lean {lean_tokens}, full {full_tokens}");
 }

@@ -141,6 +141,12 @@ pub struct ServerSection {
     /// `direct` or `both`.
     #[serde(default)]
     pub expose: Expose,
+    /// What `execute_code`'s answer says of the execution beside its result: `lean` (the
+    /// default: the tool calls it made, the failed ones and those answered from cache, when
+    /// there were any) or `full` (also its time and its token accounting). Either way the whole
+    /// account is in the answer's `_meta` (`runbyte/execution`) and the audit log.
+    #[serde(default)]
+    pub summary: Summary,
     /// Whether the result types of tools that publish no `outputSchema` are inferred from
     /// their calls unless a server says otherwise (default: yes). Only shapes are kept (types,
     /// field names), never values, in `$XDG_STATE_HOME/runbyte/inferred`.
@@ -150,6 +156,17 @@ pub struct ServerSection {
 
 fn default_true() -> bool {
     true
+}
+
+/// What `execute_code`'s answer says of the execution (see [`ServerSection::summary`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Summary {
+    /// What changes the model's next step: the calls, the failed ones, those from cache.
+    #[default]
+    Lean,
+    /// Also the time and the token accounting.
+    Full,
 }
 
 /// How a server's tools reach clients.
@@ -189,6 +206,7 @@ impl Default for ServerSection {
             allowed_origins: Vec::new(),
             max_body_bytes: None,
             expose: Expose::Code,
+            summary: Summary::Lean,
             audit_log: None,
             skills_dir: None,
             infer_results: true,

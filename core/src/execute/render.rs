@@ -6,9 +6,13 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
 use crate::{
+    config::Summary,
     sandbox::{ErrorKind, Outcome},
     tokens::{Accounting, Count},
 };
+
+/// The key of the answer's `_meta` that carries the whole account of the execution.
+pub const EXECUTION_META: &str = "runbyte/execution";
 
 /// Content blocks a program's result carries: objects shaped like MCP image, audio or resource
 /// content. Each is moved out of the JSON into a block of its own and replaced by a note that
@@ -55,7 +59,7 @@ fn as_block(value: &Value) -> Option<ContentBlock> {
 /// one-line summary, and any content blocks; all within `max_output_bytes`.
 #[cfg(test)]
 pub fn render(outcome: Outcome, max_output_bytes: usize) -> CallToolResult {
-    render_with(outcome, max_output_bytes, None, 0).0
+    render_with(outcome, max_output_bytes, None, 0, Summary::Full).0
 }
 
 /// How an execution's tokens are told: what the tool results it read cost, and the session's
@@ -68,15 +72,17 @@ pub struct Tokens<'a> {
 /// The longest the summary's token part gets (it is kept room for before the result is cut).
 const TOKENS_ROOM: usize = 200;
 
-/// [`render`], with the summary telling the tokens the answer costs (its result and console,
-/// counted in [`crate::tokens::ENCODING`]) beside those of the tool results the program read;
-/// those tokens are returned too. `cached` of its calls were answered from results kept by the
-/// servers' caching hints: the summary says so when there are any.
+/// [`render`], with the tokens the answer costs (its result and console, counted in
+/// [`crate::tokens::ENCODING`]) beside those of the tool results the program read; those tokens
+/// are returned too. `cached` of its calls were answered from results kept by the servers'
+/// caching hints. The summary line says what `style` asks for (see [`Summary`]); the answer's
+/// `_meta` ([`EXECUTION_META`]) has all of it.
 pub fn render_with(
     outcome: Outcome,
     max_output_bytes: usize,
     tokens: Option<Tokens<'_>>,
     cached: u32,
+    style: Summary,
 ) -> (CallToolResult, Option<Accounting>) {
     let mut blocks = Vec::new();
     let (mut body, failed) = match outcome.result {
@@ -124,23 +130,30 @@ pub fn render_with(
         logs.push_str(&line.text);
         logs.push('\n');
     }
-    let queued = if outcome.queued >= std::time::Duration::from_millis(1) {
-        format!(" (after {} ms queued)", outcome.queued.as_millis())
-    } else {
-        String::new()
+    let ran = outcome.duration.saturating_sub(outcome.queued);
+    let mut account = json!({
+        "durationMs": ran.as_millis() as u64,
+        "queuedMs": outcome.queued.as_millis() as u64,
+        "toolCalls": outcome.calls,
+        "failedCalls": outcome.failed_calls,
+        "fromCache": cached,
+    });
+    let mut summary = match style {
+        Summary::Full => full_line(
+            outcome.calls,
+            outcome.failed_calls,
+            outcome.queued,
+            ran,
+            cached,
+        ),
+        Summary::Lean => lean_line(outcome.calls, outcome.failed_calls, cached),
     };
-    let mut summary = format!(
-        "{} ms{queued} · {} tool call{} · {} failed",
-        outcome.duration.saturating_sub(outcome.queued).as_millis(),
-        outcome.calls,
-        if outcome.calls == 1 { "" } else { "s" },
-        outcome.failed_calls
-    );
-    if cached > 0 {
-        summary.push_str(&format!(" · {cached} from cache"));
-    }
     // The summary always fits; the result comes before the console.
-    let room = if tokens.is_some() { TOKENS_ROOM } else { 0 };
+    let room = if tokens.is_some() && style == Summary::Full {
+        TOKENS_ROOM
+    } else {
+        0
+    };
     let budget = max_output_bytes.saturating_sub(summary.len() + 64 + room);
     truncate(&mut body, budget, 0);
     let logs_budget = budget.saturating_sub(body.len());
@@ -161,30 +174,95 @@ pub fn render_with(
         // Saved: what the tool results would have cost through direct calls, less what the
         // answer costs (never below zero).
         let saved = |a: &Accounting| a.consumed.tokens.saturating_sub(a.returned.tokens);
-        summary.push_str(&format!(
-            " · {} tokens: {} returned, {} in tool results, {} saved (session: {} returned, {} \
-             in tool results, {} saved)",
-            crate::tokens::ENCODING,
-            accounting.returned,
-            accounting.consumed,
-            saved(&accounting),
-            session.returned,
-            session.consumed,
-            saved(&session)
-        ));
+        if style == Summary::Full {
+            summary.push_str(&format!(
+                " · {} tokens: {} returned, {} in tool results, {} saved (session: {} \
+                 returned, {} in tool results, {} saved)",
+                crate::tokens::ENCODING,
+                accounting.returned,
+                accounting.consumed,
+                saved(&accounting),
+                session.returned,
+                session.consumed,
+                saved(&session)
+            ));
+        }
+        let figures = |a: &Accounting| {
+            json!({
+                "returned": a.returned,
+                "inToolResults": a.consumed,
+                "saved": saved(a),
+            })
+        };
+        account["tokens"] = json!({
+            "encoding": crate::tokens::ENCODING,
+            "execution": figures(&accounting),
+            "session": figures(&session),
+        });
         accounting
     });
-    text.push_str("\n--- ");
-    text.push_str(&summary);
-    text.push_str(" ---");
+    if !summary.is_empty() {
+        text.push_str("\n--- ");
+        text.push_str(&summary);
+        text.push_str(" ---");
+    }
     let mut content = vec![ContentBlock::text(text)];
     content.extend(blocks);
-    let result = if failed {
+    let mut result = if failed {
         CallToolResult::error(content)
     } else {
         CallToolResult::success(content)
     };
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.0.insert(EXECUTION_META.to_owned(), account);
+    result.meta = Some(meta);
     (result, accounting)
+}
+
+/// Everything: the time (and the wait for a worker), the calls, the failed and cached ones.
+fn full_line(
+    made: u32,
+    failed: u32,
+    queued: std::time::Duration,
+    ran: std::time::Duration,
+    cached: u32,
+) -> String {
+    let queued = if queued >= std::time::Duration::from_millis(1) {
+        format!(" (after {} ms queued)", queued.as_millis())
+    } else {
+        String::new()
+    };
+    let mut line = format!(
+        "{} ms{queued} · {} · {} failed",
+        ran.as_millis(),
+        calls(made),
+        failed
+    );
+    if cached > 0 {
+        line.push_str(&format!(" · {cached} from cache"));
+    }
+    line
+}
+
+/// What may change the model's next step: how many tool calls the program made, how many
+/// failed and how many were answered from cache, each only when not zero; empty when the
+/// program made none.
+fn lean_line(made: u32, failed: u32, cached: u32) -> String {
+    let mut parts = Vec::new();
+    if made > 0 {
+        parts.push(calls(made));
+    }
+    if failed > 0 {
+        parts.push(format!("{failed} failed"));
+    }
+    if cached > 0 {
+        parts.push(format!("{cached} from cache"));
+    }
+    parts.join(" · ")
+}
+
+fn calls(n: u32) -> String {
+    format!("{n} tool call{}", if n == 1 { "" } else { "s" })
 }
 
 /// Cuts `text` to `budget` bytes (on a char boundary), saying how much was cut, counting

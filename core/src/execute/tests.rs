@@ -124,6 +124,66 @@ fn rendering_gives_result_console_and_summary_and_moves_images_to_blocks() {
 }
 
 #[test]
+fn a_lean_answer_says_only_what_changes_the_next_step_and_meta_has_the_rest() {
+    let lean = |outcome: Outcome, cached: u32| {
+        let tokens = render::Tokens {
+            consumed: crate::tokens::Count {
+                tokens: 900,
+                estimated: false,
+            },
+            session: &|accounting| accounting,
+        };
+        render::render_with(
+            outcome,
+            65536,
+            Some(tokens),
+            cached,
+            crate::config::Summary::Lean,
+        )
+        .0
+    };
+    let text = |result: &CallToolResult| result.content[0].as_text().unwrap().text.clone();
+    let rendered = lean(outcome(Ok(json!(7)), Vec::new(), 0), 2);
+    assert_eq!(
+        text(&rendered),
+        "7\n--- 3 tool calls · 1 failed · 2 from cache ---"
+    );
+    let account = &rendered.meta.as_ref().unwrap().0[render::EXECUTION_META];
+    assert_eq!(account["durationMs"], 12);
+    assert_eq!(account["toolCalls"], 3);
+    assert_eq!(account["failedCalls"], 1);
+    assert_eq!(account["fromCache"], 2);
+    assert_eq!(
+        account["tokens"]["execution"]["inToolResults"]["tokens"],
+        900
+    );
+    assert_eq!(account["tokens"]["execution"]["returned"]["tokens"], 1);
+    assert_eq!(account["tokens"]["execution"]["saved"], 899);
+    // No calls, none failed: no line at all.
+    let mut quiet = outcome(Ok(json!(1)), Vec::new(), 0);
+    (quiet.calls, quiet.failed_calls) = (0, 0);
+    assert_eq!(text(&lean(quiet, 0)), "1");
+    // Full says the time and the tokens too.
+    let tokens = render::Tokens {
+        consumed: crate::tokens::Count::default(),
+        session: &|accounting| accounting,
+    };
+    let full = render::render_with(
+        outcome(Ok(json!(7)), Vec::new(), 0),
+        65536,
+        Some(tokens),
+        0,
+        crate::config::Summary::Full,
+    )
+    .0;
+    assert!(
+        text(&full).starts_with("7\n--- 12 ms · 3 tool calls · 1 failed · o200k_base tokens: "),
+        "{}",
+        text(&full)
+    );
+}
+
+#[test]
 fn errors_render_with_their_place_and_output_is_cut_with_a_count() {
     let error = ExecError {
         kind: ErrorKind::Runtime,
