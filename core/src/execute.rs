@@ -31,7 +31,7 @@ pub use gate::Gate;
 pub use render::render;
 use render::render_with;
 pub use round_trip::{Client, Progress, Retry, StateSettings};
-pub use tasks::ExecutionTasks;
+pub use tasks::{ExecutionTasks, Record as TaskRecord};
 #[cfg(test)]
 use value::map_result;
 

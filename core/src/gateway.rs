@@ -185,7 +185,7 @@ impl Gateway {
             .state_store
             .as_deref()
             .and_then(|url| crate::state_store::StateStore::open(url).ok());
-        let pins = pins.kept_in(store);
+        let pins = pins.kept_in(store.clone());
         let hub = Hub::with_accounts(&config, transports.clone(), accounts, pins);
         if let Some(metrics) = telemetry.metrics() {
             metrics.only_listed(hub.tool_lister());
@@ -233,6 +233,7 @@ impl Gateway {
                 .server
                 .task_timeout_ms
                 .map(std::time::Duration::from_millis),
+            store,
         ));
         Arc::new(Gateway {
             skills,

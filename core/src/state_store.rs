@@ -45,6 +45,15 @@ pub const SWAP_ATTEMPTS: usize = 16;
 const PINS_PREFIX: &str = "runbyte:pins:";
 /// The most of a server's pins that is read back (as [`crate::pins::MAX_FILE_BYTES`]).
 pub const MAX_KEPT_PINS: usize = 16 << 20;
+/// Where a task run by an execution is recorded (its state, its owner and, once done, its
+/// result), by its id.
+const TASK_PREFIX: &str = "runbyte:task:";
+/// Where a `tasks/cancel` sent to a replica that does not run the task is left for the one
+/// that does, by the task's id.
+const TASK_CANCEL_PREFIX: &str = "runbyte:task-cancel:";
+/// The most of a task's record that is kept or read back: a result larger than this stays
+/// only in the process that ran it.
+pub const MAX_KEPT_TASK: usize = 1 << 20;
 /// Sets `KEYS[1]` to `ARGV[3]` only if it still holds what was read: nothing when `ARGV[1]` is
 /// `0`, else `ARGV[2]`. Answers 1 when it was set, 0 when another writer came first.
 const SWAP_SCRIPT: &str = "local now = redis.call('GET', KEYS[1]) \
@@ -328,6 +337,68 @@ impl StateStore {
             .map(|_| ())
     }
 
+    /// Records task `id` as `record` (at most [`MAX_KEPT_TASK`] bytes: the caller keeps to
+    /// it) for `ttl`.
+    pub async fn put_task(&self, id: &str, record: &[u8], ttl: Duration) -> Result<(), StoreError> {
+        let mut command = redis::cmd("SET");
+        command
+            .arg(format!("{TASK_PREFIX}{id}"))
+            .arg(record)
+            .arg("EX")
+            .arg(ttl.as_secs().max(1));
+        match self.send("could not record a task", &command).await? {
+            Value::Okay => Ok(()),
+            other => Err(self.unexpected("could not record a task", &other)),
+        }
+    }
+
+    /// Task `id`'s record; `None` when there is none (never one, or expired). At most
+    /// [`MAX_KEPT_TASK`] bytes are read; more is an error.
+    pub async fn task(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut command = redis::cmd("GETRANGE");
+        command
+            .arg(format!("{TASK_PREFIX}{id}"))
+            .arg(0)
+            .arg(MAX_KEPT_TASK);
+        match self.send("could not read a task", &command).await? {
+            Value::BulkString(bytes) if bytes.is_empty() => Ok(None),
+            Value::BulkString(bytes) if bytes.len() > MAX_KEPT_TASK => Err(self.error(
+                "could not read a task",
+                format!("it holds more than {MAX_KEPT_TASK} bytes, which no replica writes"),
+            )),
+            Value::BulkString(bytes) => Ok(Some(bytes)),
+            Value::Nil => Ok(None),
+            other => Err(self.unexpected("could not read a task", &other)),
+        }
+    }
+
+    /// Asks whichever replica runs task `id` to cancel it (it looks every second), for `ttl`.
+    pub async fn cancel_task(&self, id: &str, ttl: Duration) -> Result<(), StoreError> {
+        let mut command = redis::cmd("SET");
+        command
+            .arg(format!("{TASK_CANCEL_PREFIX}{id}"))
+            .arg(1)
+            .arg("EX")
+            .arg(ttl.as_secs().max(1));
+        match self.send("could not cancel a task", &command).await? {
+            Value::Okay => Ok(()),
+            other => Err(self.unexpected("could not cancel a task", &other)),
+        }
+    }
+
+    /// Whether a replica asked to cancel task `id` ([`StateStore::cancel_task`]).
+    pub async fn task_cancelled(&self, id: &str) -> Result<bool, StoreError> {
+        let mut command = redis::cmd("EXISTS");
+        command.arg(format!("{TASK_CANCEL_PREFIX}{id}"));
+        match self
+            .send("could not look up a task's cancel", &command)
+            .await?
+        {
+            Value::Int(count) => Ok(count > 0),
+            other => Err(self.unexpected("could not look up a task's cancel", &other)),
+        }
+    }
+
     /// Whether the store answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.send("did not answer", &redis::cmd("PING"))
@@ -552,6 +623,25 @@ mod tests {
         assert!(!store.claim("r|k", Duration::from_secs(5)).await.unwrap());
         assert!(store.claimed("r|k").await.unwrap());
         store.ping().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_task_record_and_its_cancel_are_kept_and_an_oversized_one_refused() {
+        let store = StateStore::memory();
+        let ttl = Duration::from_secs(60);
+        assert_eq!(store.task("t1").await.unwrap(), None);
+        store.put_task("t1", b"{}", ttl).await.unwrap();
+        assert_eq!(store.task("t1").await.unwrap().as_deref(), Some(&b"{}"[..]));
+        assert!(!store.task_cancelled("t1").await.unwrap());
+        store.cancel_task("t1", ttl).await.unwrap();
+        assert!(store.task_cancelled("t1").await.unwrap());
+        assert!(!store.task_cancelled("t2").await.unwrap());
+        store
+            .put_task("t2", &vec![b'x'; MAX_KEPT_TASK + 10], ttl)
+            .await
+            .unwrap();
+        let error = store.task("t2").await.unwrap_err().to_string();
+        assert!(error.contains("more than 1048576 bytes"), "{error}");
     }
 
     #[tokio::test]

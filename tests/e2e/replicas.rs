@@ -6,7 +6,7 @@
 
 use std::{
     io::{Read, Write},
-    net::TcpStream,
+    net::{Ipv4Addr, SocketAddr, TcpStream},
     process::{Child, Command, Stdio},
     sync::{
         Arc,
@@ -55,6 +55,12 @@ fn private(dir: &TempDir, name: &str, text: &str) {
 
 /// The replicas, from the shipped configuration with `server_extra` added to its `[server]`.
 fn start(server_extra: &str) -> Option<Replicas> {
+    start_with(server_extra, false)
+}
+
+/// The same; with `own_state`, each replica has a state folder of its own (only the state
+/// store can make them agree).
+fn start_with(server_extra: &str, own_state: bool) -> Option<Replicas> {
     let nginx = system_program("nginx")?;
     let dir = TempDir::new("replicas");
     std::fs::create_dir_all(dir.path().join("secrets")).unwrap();
@@ -85,7 +91,14 @@ fn start(server_extra: &str) -> Option<Replicas> {
                 .args(["--bind", &format!("127.0.0.1:{port}")])
                 .env("RUNBYTE_REPLICA", format!("r{}.", n + 1))
                 .env("RUNBYTE_LOG", "warn")
-                .env("XDG_STATE_HOME", dir.path().join("state"))
+                .env(
+                    "XDG_STATE_HOME",
+                    dir.path().join(if own_state {
+                        format!("state-{}", n + 1)
+                    } else {
+                        "state".to_owned()
+                    }),
+                )
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .spawn()
@@ -707,4 +720,220 @@ async fn a_state_store_that_cannot_be_read_holds_every_tool() {
     );
     // Nothing was pinned on trust meanwhile, in the files either.
     assert!(!dir.path().join("state/runbyte/pins/t.json").exists());
+}
+
+/// One 2026-07-28 request to `port` from address `from` (a loopback address of its own is
+/// another client to a replica), declaring the Tasks extension; its JSON-RPC answer.
+async fn task_request(
+    replicas: &Replicas,
+    from: Ipv4Addr,
+    port: u16,
+    method: &str,
+    params: Value,
+) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":
+            {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    let name = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .and_then(Value::as_str)
+        .map(|name| format!("Mcp-Name: {name}\r\n"))
+        .unwrap_or_default();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        replicas.token,
+        body.len()
+    );
+    let exchange = async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from((from, 0))).unwrap();
+        let mut stream = socket
+            .connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+            .await
+            .unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+            .await
+            .unwrap();
+        let mut response = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut response)
+            .await
+            .unwrap();
+        response
+    };
+    let response = tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .unwrap();
+    let (start, end) = (response.find('{'), response.rfind('}'));
+    match (start, end) {
+        (Some(start), Some(end)) => serde_json::from_str(&response[start..=end]).unwrap(),
+        _ => panic!("no JSON in {response:?}"),
+    }
+}
+
+/// Polls task `id` on `port` until its status is not `working`; that answer.
+async fn task_until_ended(replicas: &Replicas, port: u16, id: &str) -> Value {
+    let polling = async {
+        loop {
+            let got = task_request(
+                replicas,
+                Ipv4Addr::LOCALHOST,
+                port,
+                "tasks/get",
+                json!({"taskId": id}),
+            )
+            .await;
+            let status = got["result"]["status"].as_str().unwrap_or_default();
+            assert!(!status.is_empty(), "{got}");
+            if status != "working" {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), polling)
+        .await
+        .unwrap()
+}
+
+/// Replicas (each with a state folder of its own) sharing a real Redis behind nginx: a task
+/// started on one is seen, with its result, on the others and through nginx; another client
+/// cannot see or cancel it; a cancel sent to another replica stops it where it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn replicas_sharing_a_state_store_answer_for_each_others_tasks() {
+    let Some(redis) = Background::redis() else {
+        return;
+    };
+    let server = format!("state-store = \"redis://127.0.0.1:{}\"\n", redis.port);
+    let Some(replicas) = start_with(&server, true) else {
+        return;
+    };
+    let (first, second, front) = (replicas.ports[0], replicas.ports[1], replicas.front);
+    let other = Ipv4Addr::new(127, 0, 0, 2);
+    let program = |ms: u64| {
+        json!({"name": "execute_code", "arguments": {"code": format!(
+            "import {{ slow }} from './servers/t';\nawait slow({{ ms: {ms} }});\n\
+             export default 'slept {ms} ms';"
+        )}})
+    };
+
+    // A program of three seconds, started on the first replica.
+    let created = task_request(
+        &replicas,
+        Ipv4Addr::LOCALHOST,
+        first,
+        "tools/call",
+        program(3000),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // An unguessable id: a UUID's 122 random bits.
+    assert_eq!(id.len(), 36, "{id}");
+    // The second replica knows it while it runs, from the store.
+    let running = task_request(
+        &replicas,
+        Ipv4Addr::LOCALHOST,
+        second,
+        "tasks/get",
+        json!({"taskId": id}),
+    )
+    .await;
+    assert_eq!(running["result"]["status"], "working", "{running}");
+    // Another client (another address) does not see it, nor may it cancel it, there.
+    let refused = task_request(&replicas, other, second, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let refused = task_request(
+        &replicas,
+        other,
+        second,
+        "tasks/cancel",
+        json!({"taskId": id}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // Polled on the second replica until done: the result is there.
+    let done = task_until_ended(&replicas, second, &id).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    let text = done["result"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("slept 3000 ms"), "{done}");
+    // Through nginx (round robin over the three), every replica answers alike.
+    for _ in 0..3 {
+        let got = task_request(
+            &replicas,
+            Ipv4Addr::LOCALHOST,
+            front,
+            "tasks/get",
+            json!({"taskId": id}),
+        )
+        .await;
+        assert_eq!(got["result"]["status"], "completed", "{got}");
+        assert_eq!(got["result"]["result"], done["result"]["result"], "{got}");
+    }
+    // The record expires with the task's keep time.
+    let key = format!("runbyte:task:{id}");
+    let ttl: u64 = String::from_utf8(redis_cli(redis.port, &["TTL", &key]))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(ttl > 3000 && ttl <= 3600, "TTL {ttl}");
+
+    // A program of a minute, started on the first replica, cancelled on the second.
+    let created = task_request(
+        &replicas,
+        Ipv4Addr::LOCALHOST,
+        first,
+        "tools/call",
+        program(60_000),
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let ack = task_request(
+        &replicas,
+        Ipv4Addr::LOCALHOST,
+        second,
+        "tasks/cancel",
+        json!({"taskId": id}),
+    )
+    .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let started = Instant::now();
+    let ended = task_until_ended(&replicas, second, &id).await;
+    assert_eq!(ended["result"]["status"], "cancelled", "{ended}");
+    // Where it ran, it is cancelled too.
+    let there = task_request(
+        &replicas,
+        Ipv4Addr::LOCALHOST,
+        first,
+        "tasks/get",
+        json!({"taskId": id}),
+    )
+    .await;
+    assert_eq!(there["result"]["status"], "cancelled", "{there}");
+    eprintln!(
+        "cancelled on another replica within {:?}",
+        started.elapsed()
+    );
+
+    // An id no replica made: unknown everywhere.
+    let made_up = task_request(
+        &replicas,
+        Ipv4Addr::LOCALHOST,
+        second,
+        "tasks/get",
+        json!({"taskId": "00000000-0000-4000-8000-000000000000"}),
+    )
+    .await;
+    assert_eq!(made_up["error"]["code"], -32602, "{made_up}");
 }

@@ -350,7 +350,7 @@ impl Session {
                 capabilities: capabilities.clone(),
                 parent: Parent::from_meta(&context.meta),
             };
-            if let Some(created) = super::tasks::start(self.gateway.clone(), started) {
+            if let Some(created) = super::tasks::start(self.gateway.clone(), started).await {
                 return Ok(CallToolResponse::Task(created));
             }
         }

@@ -6,8 +6,12 @@
 //! for a request that did not declare the extension, and `tasks/list` and `tasks/result` (which
 //! SEP-2663 removed) -32601.
 //!
-//! An execution's task lives in this process (rmcp's `TaskManager`): a replica that did not
-//! start it does not know its id. While it runs, its `statusMessage` says for how long and how
+//! An execution's task lives in this process (rmcp's `TaskManager`). Without `[server]
+//! state-store`, a replica that did not start it does not know its id; with one, the task is
+//! recorded there each second and at its end (`execute::TaskRecord`), and any replica answers
+//! `tasks/get` for its owner from that record, and `tasks/cancel` by a mark the running replica
+//! looks for each second (`tasks/update`, which answers a question, must reach the replica
+//! running it). While it runs, its `statusMessage` says for how long and how
 //! many tool calls it made (each second). Its questions (elicitation, a policy's approval) are the
 //! task's `input_required` status, answered by `tasks/update`; `tasks/cancel` stops the
 //! execution, whose downstream calls are cancelled with it. A task may run `task-timeout-ms`
@@ -28,7 +32,7 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::execute::{self, Retry};
+use crate::execute::{self, ExecutionTasks, Retry};
 use crate::gateway::Gateway;
 use crate::hub::TaskRequest;
 use crate::relay::{Asker, Question};
@@ -48,13 +52,66 @@ pub struct Started {
 
 /// Starts `started` as a task of `gateway`'s; `None` when the most tasks already run (the
 /// caller runs it in the request instead).
-pub fn start(gateway: Arc<Gateway>, started: Started) -> Option<CreateTaskResult> {
+pub async fn start(gateway: Arc<Gateway>, started: Started) -> Option<CreateTaskResult> {
     let owner = started.owner.clone();
     let tasks = gateway.tasks().clone();
-    tasks.start(owner, move |context| -> TaskFuture {
-        Box::pin(run(gateway, started, context))
-    })
+    let recording = tasks.clone();
+    let created = tasks.clone().start(owner, move |context| -> TaskFuture {
+        Box::pin(async move {
+            let id = context.task_id().to_owned();
+            let recorder = tokio::spawn(record(tasks.clone(), context.clone()));
+            let exit = run(gateway, started, context).await;
+            recorder.abort();
+            if let Some(Err(error)) = tasks.record_end(&id, &exit).await {
+                tracing::warn!(task = %id, "the task's end is not recorded: {error}");
+            }
+            exit
+        })
+    })?;
+    // Recorded before the client has its id, so that any replica it asks next knows it.
+    let id = &created.task.task_id;
+    if let Some(Err(error)) = recording.record(id).await {
+        tracing::warn!(task = %id, "the task runs here only, other replicas do not see it: {error}");
+    }
+    Some(created)
 }
+
+/// With a state store, records the task `context` is for each second, and cancels it when
+/// another replica asked to; a WARN (once) when the store cannot be reached. Aborted when the
+/// execution ends.
+async fn record(tasks: Arc<ExecutionTasks>, context: TaskContext) {
+    let Some(store) = tasks.store().cloned() else {
+        return;
+    };
+    let id = context.task_id().to_owned();
+    let mut warned = false;
+    let mut tick = tokio::time::interval(RECORD_EVERY);
+    loop {
+        tick.tick().await;
+        let recorded = match tasks.record(&id).await {
+            Some(Ok(())) => store.task_cancelled(&id).await,
+            Some(Err(error)) => Err(error),
+            None => return,
+        };
+        match recorded {
+            Ok(true) => {
+                let _ = tasks.manager().cancel_task(&id);
+            }
+            Ok(false) => {}
+            Err(error) if !warned => {
+                warned = true;
+                tracing::warn!(
+                    task = %id,
+                    "the task runs here only, other replicas do not see it: {error}"
+                );
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// How often a running task is recorded in the state store and looks for a cancel.
+const RECORD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Runs one execution as the task `context`: its questions are the task's, its cancellation
 /// the execution's.
@@ -156,6 +213,20 @@ pub async fn get(
         Some(false) => return Err(unknown(&request.task_id)),
         None => {}
     }
+    if let Some(record) = elsewhere(gateway, &request.task_id, owner).await? {
+        if let Some(bytes) = record.result_bytes {
+            return Err(ErrorData::internal_error(
+                format!(
+                    "task {} ended, but its result ({bytes} bytes) is more than the state store \
+                     keeps ({} bytes): only the replica that ran it has it; ask again there",
+                    request.task_id,
+                    crate::state_store::MAX_KEPT_TASK
+                ),
+                None,
+            ));
+        }
+        return Ok(GetTaskResult::new(record.task));
+    }
     let hub = gateway.hub();
     match hub
         .task_request(&request.task_id, owner, TaskRequest::Get)
@@ -182,6 +253,16 @@ pub async fn update(
         Some(false) => return Err(unknown(&request.task_id)),
         None => {}
     }
+    if elsewhere(gateway, &request.task_id, owner).await?.is_some() {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "task {} runs on another replica: its answers must reach that one (a 2026-07-28 \
+                 balancer cannot send them there; answer in the request instead)",
+                request.task_id
+            ),
+            None,
+        ));
+    }
     let answers = TaskRequest::Update(request.input_responses);
     let answer = gateway
         .hub()
@@ -202,11 +283,40 @@ pub async fn cancel(
         Some(false) => return Err(unknown(&request.task_id)),
         None => {}
     }
+    if elsewhere(gateway, &request.task_id, owner).await?.is_some() {
+        return tasks
+            .cancel_elsewhere(&request.task_id)
+            .await
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None));
+    }
     let answer = gateway
         .hub()
         .task_request(&request.task_id, owner, TaskRequest::Cancel)
         .await?;
     acknowledged(answer, "tasks/cancel")
+}
+
+/// Task `id` as the state store records it, when another replica runs it for `owner`; another
+/// owner's is unknown, as here. `Ok(None)`: no store, no such task there, or a store that
+/// cannot be read (a WARN names it).
+async fn elsewhere(
+    gateway: &Gateway,
+    id: &str,
+    owner: &str,
+) -> Result<Option<execute::TaskRecord>, ErrorData> {
+    let recorded = match gateway.tasks().recorded(id).await {
+        Ok(recorded) => recorded,
+        // A downstream server's task is still answered; an execution's elsewhere is unknown.
+        Err(error) => {
+            tracing::warn!(task = %id, "cannot look the task up: {error}");
+            None
+        }
+    };
+    match recorded {
+        Some(record) if record.owner == owner => Ok(Some(record)),
+        Some(_) => Err(unknown(id)),
+        None => Ok(None),
+    }
 }
 
 /// An acknowledgement is empty (`{}`, or `resultType` and `_meta` only): whatever the server
