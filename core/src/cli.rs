@@ -666,6 +666,8 @@ async fn check(config: Config) -> ExitCode {
     }
     let gateway = Gateway::hub_only(config);
     gateway.hub().start().await;
+    let auto = gateway.auto_exposure().await;
+    let budget = gateway.config().direct_budget();
     for view in gateway.hub().servers().await {
         match view.status {
             Status::Ready => {
@@ -675,6 +677,9 @@ async fn check(config: Config) -> ExitCode {
                     view.tools.len(),
                     view.protocol.as_deref().unwrap_or("?")
                 );
+                if let Some(choice) = auto.iter().find(|choice| choice.server == view.name) {
+                    say!("         {:<16} exposed: {}", "", choice.reason(budget));
+                }
                 for warning in view.warnings.iter() {
                     say!("         {:<16} warning: {warning}", "");
                 }
@@ -715,6 +720,8 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
         ));
     }
     gateway.hub().start().await;
+    let auto = gateway.auto_exposure().await;
+    let budget = gateway.config().direct_budget();
     let mut code = ExitCode::SUCCESS;
     for view in gateway.hub().servers().await {
         if only.as_ref().is_some_and(|only| *only != view.name) {
@@ -736,7 +743,16 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
         let in_code = exposure
             .iter()
             .any(|(name, expose)| *name == view.name && expose.in_code());
+        let auto = auto.iter().find(|choice| choice.server == view.name);
         match direct.iter().find(|(name, _)| *name == view.name) {
+            Some((_, prefix)) if auto.is_some_and(|choice| choice.direct) => say!(
+                "  exposed: {}, as `{prefix}<tool>`",
+                auto.map(|choice| choice.reason(budget)).unwrap_or_default()
+            ),
+            Some(_) if auto.is_some() => say!(
+                "  exposed: {}",
+                auto.map(|choice| choice.reason(budget)).unwrap_or_default()
+            ),
             Some((_, prefix)) if in_code => {
                 say!("  exposed: to programs, and to clients directly as `{prefix}<tool>`")
             }

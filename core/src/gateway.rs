@@ -2,6 +2,7 @@
 //! VFS and its codegen driver, the policies, the sandbox). One `Gateway` serves every client;
 //! each client is a `server::Session`.
 
+pub mod auto;
 pub mod names;
 
 use std::sync::Arc;
@@ -73,6 +74,8 @@ pub struct Gateway {
     ready_tx: watch::Sender<bool>,
     /// The warnings of [`names`], each said once.
     warned: names::Warned,
+    /// The `expose = "auto"` servers' catalogues, weighed once each (see [`auto`]).
+    weighed: auto::Weighed,
 }
 
 impl Gateway {
@@ -249,6 +252,7 @@ impl Gateway {
             ready,
             ready_tx,
             warned: names::Warned::default(),
+            weighed: auto::Weighed::default(),
         })
     }
 
@@ -264,10 +268,16 @@ impl Gateway {
     ) {
         let mut things = Vec::new();
         let mut tools = std::collections::HashMap::new();
+        let auto = self.auto_exposure().await;
         for (server, prefix) in self.config.direct_servers() {
             let Some(view) = self.hub.server(&server).await else {
                 continue;
             };
+            if self.config.exposure(&server) == crate::config::Expose::Auto
+                && !auto.iter().any(|c| c.server == server && c.direct)
+            {
+                continue;
+            }
             for tool in view.tools.iter() {
                 things.push((server.clone(), prefix.clone(), tool.name.to_string()));
                 if keep {
@@ -278,6 +288,22 @@ impl Gateway {
         let (naming, warnings) = names::name_all(things, "tool", &names::OWN_TOOLS, true);
         self.warned.warn(&warnings);
         (naming, tools)
+    }
+
+    /// What `expose = "auto"` decides now for each ready `auto` server (see [`auto`]).
+    pub async fn auto_exposure(&self) -> Vec<auto::AutoChoice> {
+        let mut candidates = Vec::new();
+        for (server, _) in self.config.enabled_servers() {
+            if self.config.exposure(server) != crate::config::Expose::Auto {
+                continue;
+            }
+            if let Some(view) = self.hub.server(server).await
+                && matches!(view.status, crate::hub::Status::Ready)
+            {
+                candidates.push((server.clone(), self.weighed.weigh(server, &view.tools)));
+            }
+        }
+        auto::choose(&candidates, self.config.direct_budget())
     }
 
     /// The direct names left out (see [`names`]), each with why, sorted: for `runbyte tools`.
@@ -324,7 +350,24 @@ impl Gateway {
     /// it starts with (whose call then says why it cannot be made).
     pub async fn direct_target(&self, name: &str) -> Option<Result<(String, String), String>> {
         let (naming, _) = self.direct_naming(false).await;
-        names::resolve(&naming, &self.config.direct_servers(), name)
+        let target = names::resolve(&naming, &self.config.direct_servers(), name)?;
+        // An `auto` server whose catalogue does not fit the direct budget now is not listed:
+        // its tools are called from programs.
+        if let Ok((server, _)) = &target
+            && self.config.exposure(server) == crate::config::Expose::Auto
+            && !self
+                .auto_exposure()
+                .await
+                .iter()
+                .any(|choice| choice.server == *server && choice.direct)
+        {
+            return Some(Err(format!(
+                "`{name}` is not listed: server `{server}` is exposed `auto` and its tools' \
+                 definitions do not fit the direct budget (`runbyte tools` says why); call it \
+                 from a program (`./servers/{server}`)"
+            )));
+        }
+        Some(target)
     }
 
     /// Reads the skills folder again (on a blocking thread) and serves what it holds under

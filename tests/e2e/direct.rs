@@ -1,10 +1,11 @@
 //! `expose = "direct"` and `"both"`: a server's tools in Runbyte's own `tools/list`, called
 //! straight through the Hub with the same validation and policies, and kept out of the VFS
-//! (direct) or not (both), through a real MCP client over stdio.
+//! (direct) or not (both), through a real MCP client over stdio; and `"auto"`, which lists the
+//! small catalogues directly, by the weight of their definitions.
 
 use std::time::Duration;
 
-use runbyte_tests::{TempDir, call, client, config_with, test_server_table};
+use runbyte_tests::{TempDir, call, client, config_of, config_with, run, test_server_table};
 use serde_json::json;
 
 #[tokio::test]
@@ -185,4 +186,117 @@ async fn a_direct_call_types_the_result_and_counts_its_tokens() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     client.cancel().await.unwrap();
+}
+
+/// The names in Runbyte's own `tools/list`.
+async fn listed(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
+    let tools = client.peer().list_all_tools().await.unwrap();
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+/// `expose = "auto"`: the catalogues that fit `direct-budget` together, smallest first, are
+/// listed directly and stay in the VFS; one that grows past what is left leaves the list, and
+/// `runbyte tools` and `check` say which and why.
+#[tokio::test]
+async fn auto_lists_what_fits_the_budget_and_drops_a_catalogue_that_grows() {
+    let dir = TempDir::new("direct-auto");
+    // The test server's 20 tools weigh about 1,300 estimated tokens, 5 generated ones about
+    // 350: a budget of 3,000 holds both, until a 9,000-character description joins them.
+    let config = config_of(&[
+        test_server_table("t", &[], "pin = \"off\""),
+        test_server_table("g", &["--mode", "generated-only", "--tools", "5"], ""),
+        test_server_table(
+            "big",
+            &["--mode", "generated-only", "--tools", "100"],
+            "expose = \"code\"",
+        ),
+    ])
+    .replacen(
+        "\n\n",
+        "\n\n[server]\nexpose = \"auto\"\ndirect-budget = 3000\n\n",
+        1,
+    );
+    dir.write("runbyte.toml", &config);
+
+    let tools = run(dir.path(), &["tools"]);
+    assert!(
+        tools.stdout.contains(
+            "exposed: auto: to programs, and to clients directly (its definitions, about"
+        ) && tools
+            .stdout
+            .contains("fit the direct budget of 3000), as `g_<tool>`")
+            && tools.stdout.contains("as `t_<tool>`"),
+        "{}",
+        tools.stdout
+    );
+    let check = run(dir.path(), &["check"]);
+    assert!(
+        check
+            .stdout
+            .matches("exposed: auto: to programs, and to clients directly")
+            .count()
+            == 2,
+        "{}",
+        check.stdout
+    );
+
+    let client = client(&dir).await;
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        names = listed(&client).await;
+        if names.iter().any(|n| n == "g_tool_0002") && names.iter().any(|n| n == "t_echo") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        names.iter().any(|n| n == "g_tool_0002")
+            && names.iter().any(|n| n == "t_echo")
+            && names.iter().any(|n| n == "execute_code")
+            && !names.iter().any(|n| n.starts_with("big_")),
+        "{names:?}"
+    );
+    let (echoed, error) = call(&client, "t_echo", json!({"message": "hi"})).await;
+    assert!(!error && echoed.contains("hi"), "{echoed}");
+
+    // t's catalogue grows past what g leaves of the budget: it leaves the list, not the VFS.
+    let long = "x".repeat(9000);
+    let (changed, error) = call(
+        &client,
+        "t_change_tools",
+        json!({"tool": "echo", "description": long}),
+    )
+    .await;
+    assert!(!error, "{changed}");
+    let mut gone = false;
+    for _ in 0..100 {
+        names = listed(&client).await;
+        if !names.iter().any(|n| n == "t_echo") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        gone && names.iter().any(|n| n == "g_tool_0002"),
+        "{names:?}"
+    );
+    let (refused, error) = call(&client, "t_echo", json!({"message": "hi"})).await;
+    assert!(
+        error
+            && refused.contains("server `t` is exposed `auto`")
+            && refused.contains("./servers/t"),
+        "{refused}"
+    );
+    let (ran, _) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { echo } from './servers/t';\n\
+                        import { tool_0002 } from './servers/g';\n\
+                        const e = await echo({ message: 'from code' });\n\
+                        const g = await tool_0002({ id: 'rec-7' });\n\
+                        export default JSON.stringify([e, g]);"}),
+    )
+    .await;
+    assert!(ran.contains("from code") && ran.contains("rec-7"), "{ran}");
 }

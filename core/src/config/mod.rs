@@ -138,9 +138,13 @@ pub struct ServerSection {
     /// (`~/.local/share/runbyte/skills`).
     pub skills_dir: Option<PathBuf>,
     /// How servers' tools reach clients unless a server says otherwise: `code` (the default),
-    /// `direct` or `both`.
+    /// `direct`, `both` or `auto`.
     #[serde(default)]
     pub expose: Expose,
+    /// The estimated tokens (a definition's JSON bytes / 4) of the definitions that the
+    /// `expose = "auto"` servers may add to `tools/list` together; [`DEFAULT_DIRECT_BUDGET`]
+    /// when absent.
+    pub direct_budget: Option<u64>,
     /// What `execute_code`'s answer says of the execution beside its result: `lean` (the
     /// default: the tool calls it made, the failed ones and those answered from cache, when
     /// there were any) or `full` (also its time and its token accounting). Either way the whole
@@ -181,17 +185,30 @@ pub enum Expose {
     Direct,
     /// Both.
     Both,
+    /// In the VFS, and also directly while its definitions fit `[server] direct-budget` (with
+    /// the other `auto` servers' that fit, smallest first): decided on each listing, so a
+    /// catalogue that grows past the budget leaves the direct list (see
+    /// `crate::gateway::auto`).
+    Auto,
 }
 
 impl Expose {
     pub fn in_code(self) -> bool {
-        matches!(self, Expose::Code | Expose::Both)
+        matches!(self, Expose::Code | Expose::Both | Expose::Auto)
     }
 
+    /// Whether its tools are, or may be (`Auto`), in Runbyte's own `tools/list`.
     pub fn direct(self) -> bool {
-        matches!(self, Expose::Direct | Expose::Both)
+        matches!(self, Expose::Direct | Expose::Both | Expose::Auto)
     }
 }
+
+/// The default of `[server] direct-budget`: the estimated tokens of definitions that
+/// `expose = "auto"` lists directly. Measured by `scripts/token-bench` (single lookups): with
+/// Runbyte's own surface beside them, direct definitions of D tokens cost 2·D over a lookup's
+/// two turns, and code mode's discovery turn about 400 more than that surface; past about 400
+/// tokens code mode costs less.
+pub const DEFAULT_DIRECT_BUDGET: u64 = 400;
 
 impl Default for ServerSection {
     fn default() -> Self {
@@ -206,6 +223,7 @@ impl Default for ServerSection {
             allowed_origins: Vec::new(),
             max_body_bytes: None,
             expose: Expose::Code,
+            direct_budget: None,
             summary: Summary::Lean,
             audit_log: None,
             skills_dir: None,
@@ -825,6 +843,11 @@ impl Config {
             .get(name)
             .and_then(|server| server.expose)
             .unwrap_or(self.server.expose)
+    }
+
+    /// The estimated tokens of definitions the `expose = "auto"` servers may list directly.
+    pub fn direct_budget(&self) -> u64 {
+        self.server.direct_budget.unwrap_or(DEFAULT_DIRECT_BUDGET)
     }
 
     /// Whether server `name`'s untyped tools get result types inferred from their calls.

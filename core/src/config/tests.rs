@@ -335,6 +335,28 @@ fn a_state_store_is_a_redis_url_beside_a_shared_key() {
 }
 
 #[test]
+fn auto_exposure_is_in_code_and_may_be_direct_within_a_budget() {
+    use super::{DEFAULT_DIRECT_BUDGET, Expose};
+
+    let config = parse(
+        "[server]\nexpose = \"auto\"\n[servers.a]\ncommand = \"x\"\n\
+         [servers.b]\ncommand = \"x\"\nexpose = \"code\"\n",
+    )
+    .unwrap();
+    assert_eq!(config.exposure("a"), Expose::Auto);
+    assert!(Expose::Auto.in_code() && Expose::Auto.direct());
+    assert_eq!(config.direct_budget(), DEFAULT_DIRECT_BUDGET);
+    // Its prefix is checked like any directly exposed server's.
+    assert_eq!(config.direct_servers(), [("a".to_owned(), "a_".to_owned())]);
+    let config = parse("[server]\ndirect-budget = 1200\n").unwrap();
+    assert_eq!(config.direct_budget(), 1200);
+    let e = error("[server]\ndirect-budget = -1\n");
+    assert_eq!(e.key.as_deref(), Some("server.direct-budget"), "{e}");
+    let e = error("[servers.a]\ncommand = \"x\"\nexpose = \"sometimes\"\n");
+    assert!(e.message.contains("auto"), "{e}");
+}
+
+#[test]
 fn directly_exposed_servers_need_prefixes_that_keep_their_tools_apart() {
     use super::Expose;
 

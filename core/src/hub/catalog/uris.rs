@@ -120,12 +120,15 @@ pub struct Uris {
 
 impl Uris {
     /// The rule for `config`'s enabled servers: verbatim for those exposed directly
-    /// (`expose = "direct"` or `"both"`) with `direct-prefix = ""`.
+    /// (`expose = "direct"` or `"both"`, not `"auto"`, whose listing may change) with
+    /// `direct-prefix = ""`.
     pub fn new(config: &Config) -> Self {
         let verbatim: Vec<String> = config
             .direct_servers()
             .into_iter()
-            .filter(|(_, prefix)| prefix.is_empty())
+            .filter(|(server, prefix)| {
+                prefix.is_empty() && config.exposure(server) != crate::config::Expose::Auto
+            })
             .map(|(server, _)| server)
             .collect();
         Uris::of(

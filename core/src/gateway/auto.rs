@@ -1,0 +1,162 @@
+//! `expose = "auto"`: which servers' tools are listed directly beside code mode. Each listing
+//! weighs the ready `auto` servers' definitions as `tools/list` carries them (JSON bytes / 4,
+//! an estimate of tokens on the safe side: the token bench measures 4.1–4.6 bytes a token on
+//! real servers) and lists them directly, smallest first, while their sum fits
+//! `[server] direct-budget`. Every `auto` server stays in the VFS either way, so programs can
+//! still compose it; only what the client sees in `tools/list` changes, and a catalogue that
+//! grows past the budget leaves it (clients are told, `tools/list_changed`).
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+};
+
+/// What `auto` decided for one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoChoice {
+    pub server: String,
+    /// The estimated tokens of its tools' definitions.
+    pub tokens: u64,
+    /// Whether its tools are listed directly too.
+    pub direct: bool,
+}
+
+impl AutoChoice {
+    /// Why, in words, for `runbyte tools` and `check`.
+    pub fn reason(&self, budget: u64) -> String {
+        if self.direct {
+            format!(
+                "auto: to programs, and to clients directly (its definitions, about {} tokens, \
+                 fit the direct budget of {budget})",
+                self.tokens
+            )
+        } else {
+            format!(
+                "auto: to programs only (its definitions, about {} tokens, do not fit what the \
+                 smaller auto servers leave of the direct budget of {budget})",
+                self.tokens
+            )
+        }
+    }
+}
+
+/// The estimated tokens of `tools`' definitions: their JSON's bytes / 4, rounded up.
+pub fn estimated_tokens(tools: &[rmcp::model::Tool]) -> u64 {
+    let bytes: usize = tools
+        .iter()
+        .map(|tool| serde_json::to_vec(tool).map_or(0, |json| json.len()))
+        .sum();
+    (bytes as u64).div_ceil(4)
+}
+
+/// Each server's last weighed catalogue, so that a listing or a direct call weighs only a
+/// catalogue that changed.
+#[derive(Default)]
+pub struct Weighed(Mutex<HashMap<String, (Catalogue, u64)>>);
+
+/// A server's tools as the Hub's view holds them.
+type Catalogue = Arc<Vec<rmcp::model::Tool>>;
+
+impl Weighed {
+    /// The estimated tokens of `server`'s `tools`.
+    pub fn weigh(&self, server: &str, tools: &Catalogue) -> u64 {
+        let mut weighed = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, tokens)) = weighed.get(server)
+            && Arc::ptr_eq(seen, tools)
+        {
+            return *tokens;
+        }
+        let tokens = estimated_tokens(tools);
+        weighed.insert(server.to_owned(), (tools.clone(), tokens));
+        tokens
+    }
+}
+
+/// Of `candidates` (each server with its estimated tokens), those listed directly: the
+/// smallest first (ties by name), while their sum stays within `budget`.
+pub fn choose(candidates: &[(String, u64)], budget: u64) -> Vec<AutoChoice> {
+    let mut sorted: Vec<&(String, u64)> = candidates.iter().collect();
+    sorted.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    let mut spent = 0u64;
+    let mut direct = BTreeSet::new();
+    for (server, tokens) in sorted {
+        match spent.checked_add(*tokens) {
+            Some(total) if total <= budget => {
+                spent = total;
+                direct.insert(server.as_str());
+            }
+            _ => break,
+        }
+    }
+    candidates
+        .iter()
+        .map(|(server, tokens)| AutoChoice {
+            server: server.clone(),
+            tokens: *tokens,
+            direct: direct.contains(server.as_str()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn direct(candidates: &[(&str, u64)], budget: u64) -> Vec<String> {
+        let owned: Vec<(String, u64)> = candidates
+            .iter()
+            .map(|(server, tokens)| (server.to_string(), *tokens))
+            .collect();
+        choose(&owned, budget)
+            .into_iter()
+            .filter(|choice| choice.direct)
+            .map(|choice| choice.server)
+            .collect()
+    }
+
+    #[test]
+    fn the_smallest_catalogues_are_listed_while_they_fit_together() {
+        let candidates = [("big", 2800), ("fetch", 260), ("time", 120), ("tiny", 30)];
+        assert_eq!(direct(&candidates, 410), ["fetch", "time", "tiny"]);
+        assert_eq!(direct(&candidates, 400), ["time", "tiny"]);
+        assert_eq!(direct(&candidates, 100), ["tiny"]);
+        assert_eq!(
+            direct(&candidates, 10_000),
+            ["big", "fetch", "time", "tiny"]
+        );
+        assert!(direct(&candidates, 0).is_empty());
+        // Ties go by name, so every listing decides the same.
+        assert_eq!(direct(&[("b", 200), ("a", 200)], 300), ["a"]);
+        // A sum that would overflow fits nothing.
+        assert_eq!(direct(&[("a", u64::MAX), ("b", 1)], u64::MAX), ["b"]);
+    }
+
+    #[test]
+    fn a_definition_weighs_its_json_bytes_over_four() {
+        let tool: rmcp::model::Tool = serde_json::from_value(serde_json::json!({
+            "name": "echo",
+            "description": "Echoes.",
+            "inputSchema": {"type": "object"}
+        }))
+        .unwrap();
+        let bytes = serde_json::to_vec(&tool).unwrap().len() as u64;
+        assert_eq!(
+            estimated_tokens(std::slice::from_ref(&tool)),
+            bytes.div_ceil(4)
+        );
+        assert_eq!(
+            estimated_tokens(&[tool.clone(), tool.clone()]),
+            (2 * bytes).div_ceil(4)
+        );
+        assert_eq!(estimated_tokens(&[]), 0);
+
+        // A catalogue is weighed again only when the server's view holds a new one.
+        let weighed = Weighed::default();
+        let one = Arc::new(vec![tool.clone()]);
+        assert_eq!(weighed.weigh("s", &one), bytes.div_ceil(4));
+        assert_eq!(weighed.weigh("s", &one), bytes.div_ceil(4));
+        let two = Arc::new(vec![tool.clone(), tool]);
+        assert_eq!(weighed.weigh("s", &two), (2 * bytes).div_ceil(4));
+    }
+}
