@@ -12,6 +12,7 @@
 
 mod bridge;
 mod direct;
+pub mod direct_ask;
 mod gate;
 mod pin_ask;
 mod render;

@@ -486,6 +486,117 @@ fn a_2026_client_answers_through_input_required() {
     }
 }
 
+/// A 2026-07-28 client's direct call has no session to be asked through: it is answered
+/// `input_required`, with a `requestState` of Runbyte's own that answers only that question on
+/// that call, once.
+#[test]
+fn a_2026_clients_direct_call_is_asked_through_input_required() {
+    let dir = TempDir::new("pins-ask-2026-direct");
+    let log = dir.path().join("audit.jsonl");
+    let config = config_of(&[
+        format!("[server]\naudit-log = {:?}\n", log.display().to_string()),
+        test_server_table("t", &[], "pin = \"ask\"\nexpose = \"both\""),
+    ]);
+    let mut served = JsonLines::start(&config);
+    let done = served.call(
+        1,
+        "execute_code",
+        json!({"code": describe("echo", POISONED)}),
+        json!({}),
+    );
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !audit(&log).contains(r#""action":"asking""#) {
+        assert!(Instant::now() < deadline, "{}", audit(&log));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let hi = json!({"message": "hi"});
+    let accept = json!({"runbyte_input": {"action": "accept", "content": {"approve": true}}});
+    let ask = |served: &mut JsonLines, id: u64| -> String {
+        let asked = served.call(id, "t_echo", hi.clone(), json!({}));
+        assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+        let question = &asked["result"]["inputRequests"]["runbyte_input"];
+        let message = question["params"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("description changed") && message.contains("id_rsa"),
+            "{message}"
+        );
+        let state = asked["result"]["requestState"].as_str().unwrap();
+        assert!(state.starts_with("runbyte-ask."), "{state}");
+        state.to_owned()
+    };
+    let retry =
+        |served: &mut JsonLines, id: u64, arguments: &Value, state: &str, answer: &Value| {
+            served.call(
+                id,
+                "t_echo",
+                arguments.clone(),
+                json!({"inputResponses": answer, "requestState": state}),
+            )
+        };
+
+    // The answer is bound to the call it was asked on, and to Runbyte's key.
+    let state = ask(&mut served, 2);
+    let other = retry(
+        &mut served,
+        3,
+        &json!({"message": "other"}),
+        &state,
+        &accept,
+    );
+    assert!(
+        other["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("another call than this one of `t/echo`")),
+        "{other}"
+    );
+    let mut altered = state.clone();
+    altered.push('A');
+    let altered = retry(&mut served, 4, &hi, &altered, &accept);
+    assert!(
+        altered["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not issued by this Runbyte")),
+        "{altered}"
+    );
+    // Declined: refused with the hold message.
+    let declined = retry(
+        &mut served,
+        5,
+        &hi,
+        &state,
+        &json!({"runbyte_input": {"action": "decline"}}),
+    );
+    let text = text_of(&declined);
+    assert!(
+        declined["result"]["isError"] == true
+            && text.contains("tool `echo` of server `t` is held")
+            && text.contains("`decline`"),
+        "{declined}"
+    );
+    // The state is taken with its answer: it answers nothing again.
+    let again = retry(&mut served, 6, &hi, &state, &accept);
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("used already")),
+        "{again}"
+    );
+
+    // Approved: re-pinned, and the call goes through with the new definition.
+    let state = ask(&mut served, 7);
+    let approved = retry(&mut served, 8, &hi, &state, &accept);
+    assert_eq!(approved["result"]["resultType"], "complete", "{approved}");
+    assert!(text_of(&approved).contains("hi"), "{approved}");
+    assert!(
+        audit(&log).contains(r#""action":"approved""#),
+        "{}",
+        audit(&log)
+    );
+    let next = served.call(9, "t_echo", hi.clone(), json!({}));
+    assert_eq!(next["result"]["resultType"], "complete", "{next}");
+}
+
 #[tokio::test]
 async fn a_policy_refuses_what_no_person_approved() {
     let dir = TempDir::new("pins-policy");

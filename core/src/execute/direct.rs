@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResponse, ErrorData, ResultType};
+use rmcp::model::{CallToolResponse, ErrorData, InputRequiredResult, ResultType};
 
 use super::{
     Executor,
+    direct_ask::{DirectAsk, DirectRetry},
     gate::{Caller, Position, Request},
 };
 use crate::{
@@ -37,6 +38,8 @@ pub struct DirectCall<'a> {
     pub notices: Option<Arc<dyn crate::relay::Notices>>,
     /// A 2026-07-28 client's call: its server's questions go back to it as they came.
     pub pass_through: Option<Arc<PassThrough>>,
+    /// A 2026-07-28 client's retry that answers a question of Runbyte's (see [`super::direct_ask`]).
+    pub retry: Option<DirectRetry>,
 }
 
 /// Why a direct call has no result.
@@ -71,6 +74,29 @@ impl Executor {
             keeps: crate::kept::Owner::Refused("a direct call keeps nothing".to_owned()),
         };
         let (server, tool) = call.target;
+        // A 2026-07-28 client without a session is asked by `input_required` (see
+        // [`super::direct_ask`]).
+        let invalid = |why: String| DirectError::Server(ErrorData::invalid_params(why, None));
+        let direct_ask = match (&call.asker, &call.pass_through) {
+            (None, Some(through)) => {
+                let paused = self.paused().map_err(DirectError::Failed)?;
+                let asker = DirectAsk::new(
+                    paused,
+                    through.capabilities.as_ref(),
+                    (server, tool, &call.arguments),
+                    call.retry,
+                )
+                .await
+                .map_err(invalid)?;
+                Some(asker)
+            }
+            _ => None,
+        };
+        let asker = call.asker.or_else(|| {
+            direct_ask
+                .clone()
+                .map(|asker| Arc::new(asker) as Arc<dyn Asker>)
+        });
         let request = Request {
             server: server.to_owned(),
             tool: tool.to_owned(),
@@ -85,9 +111,19 @@ impl Executor {
         };
         let passed = self
             .gate
-            .call(&caller, call.asker, &call.parent.context(), request)
+            .call(&caller, asker, &call.parent.context(), request)
             .await;
         self.count_direct(caller);
+        if let Some(asked) = direct_ask.as_ref().and_then(|asker| {
+            let paused = self.paused().ok()?;
+            asker.asked(paused)
+        }) {
+            let (question, state) = asked.map_err(DirectError::Failed)?;
+            let questions = [(super::round_trip::INPUT_KEY.to_owned(), question)]
+                .into_iter()
+                .collect();
+            return Ok(InputRequiredResult::new(Some(questions), Some(state)).into());
+        }
         if let Some(mut result) = passed.result {
             // A legacy server's result has no `resultType`; 2026-07-28 requires it (rmcp drops
             // it again for legacy clients).

@@ -240,7 +240,7 @@ pub fn method_of(question: &Question) -> &'static str {
 }
 
 /// Whether `capabilities` let a client answer `question`, and if not, why.
-fn answerable(capabilities: &ClientCapabilities, question: &Question) -> Result<(), String> {
+pub fn answerable(capabilities: &ClientCapabilities, question: &Question) -> Result<(), String> {
     let (declared, capability) = match question {
         InputRequest::CreateMessage(_) => (capabilities.sampling.is_some(), "sampling"),
         InputRequest::Elicitation(_) => (capabilities.elicitation.is_some(), "elicitation"),

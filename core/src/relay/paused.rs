@@ -560,6 +560,74 @@ impl<T> Paused<T> {
         }
     }
 
+    /// Seals `payload` as a `requestState` of Runbyte's own that names no execution: for
+    /// `purpose` (authenticated with it, so a state of one purpose never opens as another's)
+    /// and this replica, for `ttl`.
+    pub fn seal_for(&self, purpose: &str, payload: Value, ttl: Duration) -> Result<String, String> {
+        let text = serde_json::json!({"replica": self.replica, "payload": payload});
+        let text = serde_json::to_vec(&text).map_err(|e| e.to_string())?;
+        Ok(self.codec.seal_with(
+            &text,
+            &SealOptions::new()
+                .ttl(ttl)
+                .associated_data(purpose.as_bytes()),
+        ))
+    }
+
+    /// What [`Paused::seal_for`] sealed for `purpose`. Refused: a state altered, signed with
+    /// another key, of another purpose, expired, or (without a state store, where no replica
+    /// could tell whether another took it) sealed by another replica.
+    pub fn open_for(&self, purpose: &str, state: &str) -> Result<Value, String> {
+        let payload = self.codec.open_with(state, purpose.as_bytes()).map_err(
+            |error| match error {
+                rmcp::model::RequestStateError::Expired => {
+                    "the requestState has expired: make the call again".to_owned()
+                }
+                error => format!(
+                    "the requestState was not issued by this Runbyte (nor a replica sharing its \
+                     state-key-file) for this call, or it was altered ({error})"
+                ),
+            },
+        )?;
+        let mut text: Value = serde_json::from_slice(&payload)
+            .map_err(|_| "the requestState names nothing".to_owned())?;
+        if self.store.is_none() && text["replica"] != self.replica.as_str() {
+            return Err(
+                "the requestState was issued by another Runbyte process (or this one \
+                        before it restarted), and without a [server] state-store each one \
+                        takes only its own: make the call again"
+                    .to_owned(),
+            );
+        }
+        Ok(text["payload"].take())
+    }
+
+    /// Takes `id` (of a state [`Paused::seal_for`] sealed) once for `ttl`: in the state store
+    /// when there is one (so once across the replicas), else in this process. `Ok(false)`:
+    /// taken before.
+    pub async fn take_once(&self, id: &str, ttl: Duration) -> Result<bool, String> {
+        let named = format!("once/{id}");
+        if let Some(store) = &self.store {
+            let name = super::hex(ring::hmac::sign(&self.claim_key, named.as_bytes()).as_ref());
+            return store
+                .claim(&name, ttl)
+                .await
+                .map_err(|error| error.to_string());
+        }
+        let mut replayed = self.replayed.lock().map_err(|_| "poisoned".to_owned())?;
+        let (seen, order) = &mut *replayed;
+        if !seen.insert(named.clone()) {
+            return Ok(false);
+        }
+        order.push_back(named);
+        if order.len() > MAX_REPLAYED
+            && let Some(oldest) = order.pop_front()
+        {
+            seen.remove(&oldest);
+        }
+        Ok(true)
+    }
+
     fn unclaim_here(&self, text: &StateText) {
         if let Ok(mut replayed) = self.replayed.lock() {
             let (seen, order) = &mut *replayed;

@@ -1080,6 +1080,22 @@ impl ServerHandler for Session {
                     return Err(ErrorData::new(ErrorCode::HEADER_MISMATCH, why, None));
                 }
                 let asker = SessionAsker::of(&context.peer).map(|a| Arc::new(a) as Arc<dyn Asker>);
+                let mut retry = retry;
+                // A retry that answers Runbyte's own question (`execute::direct_ask`): its
+                // server never sees that state.
+                let ours = retry
+                    .state
+                    .as_deref()
+                    .and_then(|state| state.strip_prefix(execute::direct_ask::STATE_PREFIX))
+                    .filter(|_| asker.is_none())
+                    .map(str::to_owned);
+                let ours = ours.map(|state| {
+                    retry.state = None;
+                    execute::direct_ask::DirectRetry {
+                        state,
+                        answers: retry.answers.take(),
+                    }
+                });
                 // A 2026-07-28 client answers its server's questions itself, by retrying.
                 let pass_through = asker.is_none().then(|| {
                     let capabilities = context.meta.get(crate::hub::CLIENT_CAPABILITIES_META);
@@ -1100,6 +1116,7 @@ impl ServerHandler for Session {
                     parent: Parent::from_meta(&context.meta),
                     notices: Some(Arc::new(PeerNotices::of(&context, &self.log_level))),
                     pass_through,
+                    retry: ours,
                 };
                 return match self.gateway.executor().direct(call).await {
                     Ok(response) => Ok(response),
