@@ -139,13 +139,30 @@ impl AuditLog {
     /// A tool definition's pin (see [`crate::pins`]): `held`, `warned` (served changed),
     /// `approved` or `reset`, and what changed.
     pub fn pin(&self, server: &str, tool: &str, action: &str, change: &str) {
-        self.write(json!({
+        self.pin_by(server, tool, action, change, None);
+    }
+
+    /// [`AuditLog::pin`], with who did it (`by`: an approval's approver, see
+    /// [`crate::pins::Pins::approve_kept`]).
+    pub fn pin_by(
+        &self,
+        server: &str,
+        tool: &str,
+        action: &str,
+        change: &str,
+        by: Option<&serde_json::Value>,
+    ) {
+        let mut record = json!({
             "event": "pin",
             "server": server,
             "tool": tool,
             "action": action,
             "change": change,
-        }));
+        });
+        if let Some(by) = by {
+            record["by"] = by.clone();
+        }
+        self.write(record);
     }
 
     /// One execution, with its tokens when they were counted.

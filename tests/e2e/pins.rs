@@ -182,8 +182,10 @@ async fn a_changed_description_is_held_until_a_person_approves_it() {
     assert!(listed.contains("echo.ts"), "{listed}");
     let (module, _) = call(&client, "read_file", json!({"path": "/servers/t/echo.ts"})).await;
     assert!(module.contains("id_rsa"), "{module}");
+    // The audit line says who approved: the command, and the account it ran as.
     assert!(
-        audit(&dir).contains(r#""action":"approved""#),
+        audit(&dir).contains(r#""action":"approved""#)
+            && audit(&dir).contains(r#""via":"runbyte pins approve""#),
         "{}",
         audit(&dir)
     );

@@ -588,8 +588,14 @@ fn a_2026_clients_direct_call_is_asked_through_input_required() {
     let approved = retry(&mut served, 8, &hi, &state, &accept);
     assert_eq!(approved["result"]["resultType"], "complete", "{approved}");
     assert!(text_of(&approved).contains("hi"), "{approved}");
+    // Audited with who approved: the user asked at this call's execution.
+    let approval = audit(&log)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["action"] == "approved")
+        .unwrap_or_default();
     assert!(
-        audit(&log).contains(r#""action":"approved""#),
+        approval["by"]["via"] == "ask" && approval["by"]["execution"].is_string(),
         "{}",
         audit(&log)
     );

@@ -75,7 +75,7 @@ impl PinAsks {
         let turn = self.turn(&key);
         let settled = {
             let _turn = turn.lock().await;
-            ask(hub, asker, (server, tool), arguments).await
+            ask(hub, asker, (execution, server, tool), arguments).await
         };
         drop(turn);
         self.forget(&key);
@@ -109,7 +109,7 @@ impl PinAsks {
 async fn ask(
     hub: &Hub,
     asker: Option<&dyn Asker>,
-    (server, tool): (&str, &str),
+    (execution, server, tool): (&str, &str, &str),
     arguments: &Value,
 ) -> Result<Option<Tool>, String> {
     let pins = hub.pins();
@@ -139,7 +139,12 @@ async fn ask(
     let still = pins
         .asking(server, tool)
         .is_some_and(|now| now.new.digest == asked.new.digest);
-    if still && let Err(why) = pins.approve_kept(server, tool, asked.new.clone()).await {
+    let by = serde_json::json!({"via": "ask", "execution": execution});
+    if still
+        && let Err(why) = pins
+            .approve_kept(server, tool, asked.new.clone(), &by)
+            .await
+    {
         // Approved in memory all the same: this process serves it.
         tracing::warn!(server, tool, "the approval is not kept on disk: {why}");
     }

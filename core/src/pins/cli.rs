@@ -195,8 +195,9 @@ pub fn main(config: &Config, action: &PinsAction) -> Result<(), String> {
                 Ok::<_, String>(approved)
             })??;
             if let Some(audit) = &audit {
+                let by = approver();
                 for (_, name, change) in &approved {
-                    audit.pin(server, name, "approved", change);
+                    audit.pin_by(server, name, "approved", change, Some(&by));
                 }
             }
             let names: Vec<String> = approved
@@ -286,4 +287,13 @@ fn chosen(
 
 fn write_error(file: &Path, error: std::io::Error) -> String {
     format!("cannot write {}: {error}", file.display())
+}
+
+/// Who approves from the command line, for the audit line: the command, and the account it
+/// runs as (as the environment names it: `USER`, `USERNAME` on Windows, `LOGNAME`).
+fn approver() -> serde_json::Value {
+    let user = ["USER", "USERNAME", "LOGNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|user| !user.is_empty()));
+    serde_json::json!({"via": "runbyte pins approve", "user": user})
 }

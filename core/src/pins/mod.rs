@@ -992,6 +992,18 @@ impl Pins {
         name: &str,
         pin: Pin,
     ) -> Result<(), String> {
+        self.approve_by(server, kind, name, pin, None)
+    }
+
+    /// [`Pins::approve_kind`], audited with who approved (`by`).
+    fn approve_by(
+        &self,
+        server: &str,
+        kind: Kind,
+        name: &str,
+        pin: Pin,
+        by: Option<&Value>,
+    ) -> Result<(), String> {
         let pins = self
             .servers
             .get(server)
@@ -1023,16 +1035,22 @@ impl Pins {
                 .get_or_insert_default()
                 .insert(name.to_owned(), pin.clone()),
         };
-        self.approved(state, server, kind, name, &pin, before);
+        self.approved(state, (server, kind, name), &pin, before, by);
         Ok(())
     }
 
     /// [`Pins::approve`], kept where the pins are kept: with a state store, in its key (a
     /// compare-and-set: what another replica wrote meanwhile is kept), which every replica's
-    /// poll sees; else in the pins file.
-    pub async fn approve_kept(&self, server: &str, tool: &str, pin: Pin) -> Result<(), String> {
+    /// poll sees; else in the pins file. `by` says who approved, for the audit line.
+    pub async fn approve_kept(
+        &self,
+        server: &str,
+        tool: &str,
+        pin: Pin,
+        by: &Value,
+    ) -> Result<(), String> {
         let Some(store) = &self.store else {
-            return self.approve(server, tool, pin);
+            return self.approve_by(server, Kind::Tool, tool, pin, Some(by));
         };
         let pins = self
             .servers
@@ -1056,7 +1074,7 @@ impl Pins {
         state.pins = pinned;
         state.read = Some(digest);
         state.unread = false;
-        self.approved(state, server, Kind::Tool, tool, &pin, before);
+        self.approved(state, (server, Kind::Tool, tool), &pin, before, Some(by));
         Ok(())
     }
 
@@ -1065,11 +1083,10 @@ impl Pins {
     fn approved(
         &self,
         mut state: std::sync::MutexGuard<'_, State>,
-        server: &str,
-        kind: Kind,
-        name: &str,
+        (server, kind, name): (&str, Kind, &str),
         pin: &Pin,
         before: Option<Pin>,
+        by: Option<&Value>,
     ) {
         let key = (kind, name.to_owned());
         if kind == Kind::Tool {
@@ -1089,7 +1106,9 @@ impl Pins {
             "a person approved the definition of {} `{server}/{name}`",
             kind.told()
         );
-        self.audit(server, name, "approved", &change);
+        if let Some(audit) = &self.audit {
+            audit.pin_by(server, name, "approved", &change, by);
+        }
     }
 
     /// Judges a listing of `server`'s `tools` against its pins: the tools served, and those held.

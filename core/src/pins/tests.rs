@@ -754,7 +754,9 @@ async fn an_ask_approval_is_kept_in_the_store() {
     let changed = tool("Echoes. Changed.");
     judged(&a, vec![changed.clone()]).await;
     let asked = a.asking("t", "echo").unwrap();
-    a.approve_kept("t", "echo", asked.new).await.unwrap();
+    a.approve_kept("t", "echo", asked.new, &serde_json::json!({"via": "test"}))
+        .await
+        .unwrap();
     let (pinned, pending, _) = read_store(&store, "t").await.unwrap();
     assert_eq!(pinned.tools.unwrap()["echo"], Pin::of(&changed));
     assert!(pending.tools.is_none_or(|held| held.is_empty()));
