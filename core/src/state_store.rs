@@ -60,6 +60,12 @@ const SWAP_SCRIPT: &str = "local now = redis.call('GET', KEYS[1]) \
 if (ARGV[1] == '0' and now == false) or (ARGV[1] == '1' and now == ARGV[2]) then \
 redis.call('SET', KEYS[1], ARGV[3]) return 1 end return 0";
 
+/// The SHA-1 of a server's pins key, computed by the store, `absent` without one: what a
+/// replica polls, so that the pins travel only when they changed. (SHA-1 tells a change from
+/// none here; whoever could forge a collision could write the key anyway.)
+const PINS_DIGEST_SCRIPT: &str = "local now = redis.call('GET', KEYS[1]) \
+if now == false then return 'absent' end return redis.sha1hex(now)";
+
 /// A store operation that failed: the store (its address, never its password), what was being
 /// done, and why.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -274,6 +280,22 @@ impl StateStore {
             Value::BulkString(bytes) => Ok(Some(bytes)),
             Value::Nil => Ok(None),
             other => Err(self.unexpected("could not read the pins", &other)),
+        }
+    }
+
+    /// The SHA-1 of what is kept under `server`'s pins key, in lower-case hex, computed by the
+    /// store; `absent` when nothing is.
+    pub async fn pins_digest(&self, server: &str) -> Result<String, StoreError> {
+        let mut command = redis::cmd("EVAL");
+        command
+            .arg(PINS_DIGEST_SCRIPT)
+            .arg(1)
+            .arg(format!("{PINS_PREFIX}{server}"));
+        match self.send("could not look at the pins", &command).await? {
+            Value::BulkString(bytes) => String::from_utf8(bytes)
+                .map_err(|_| self.error("could not look at the pins", "not text".to_owned())),
+            Value::SimpleString(text) => Ok(text),
+            other => Err(self.unexpected("could not look at the pins", &other)),
         }
     }
 
@@ -551,6 +573,12 @@ fn memory_answer(
                 .unwrap_or(0);
             let kept = map.get(&args[1]).cloned().unwrap_or_default();
             Value::BulkString(kept[..kept.len().min(end + 1)].to_vec())
+        }
+        Some(b"EVAL") if args[1] == PINS_DIGEST_SCRIPT.as_bytes() => {
+            Value::BulkString(match map.get(&args[3]) {
+                Some(now) => super::pins::sha1_hex(now).into_bytes(),
+                None => b"absent".to_vec(),
+            })
         }
         Some(b"EVAL") => {
             // SWAP_SCRIPT: script, 1, key, whether read, read, new.

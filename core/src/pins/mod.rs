@@ -683,11 +683,15 @@ async fn update_stored_kept<R>(
 /// What identifies what a store's pins key holds (`bytes`, `None`: nothing): a SHA-256 of it.
 fn key_digest(bytes: Option<&[u8]>) -> String {
     match bytes {
-        Some(bytes) => {
-            crate::infer::hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
-        }
+        Some(bytes) => sha1_hex(bytes),
         None => "absent".to_owned(),
     }
+}
+
+/// SHA-1 in lower-case hex, as the store's `redis.sha1hex` gives it: the digest a replica polls
+/// the pins key by ([`crate::state_store::StateStore::pins_digest`]).
+pub fn sha1_hex(bytes: &[u8]) -> String {
+    crate::infer::hex(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, bytes).as_ref())
 }
 
 /// `server`'s pins and held definitions as `store` keeps them (none kept: both empty); `Err`
@@ -946,8 +950,8 @@ impl Pins {
     }
 
     /// Whether `server`'s pins changed where they are kept since they were last read or
-    /// written: its pins file, or its key in the state store (read whole, within
-    /// [`crate::state_store::MAX_KEPT_PINS`], and compared by digest).
+    /// written: its pins file, or its key in the state store (compared by the digest the store
+    /// computes, so that the pins themselves are read only when they changed).
     pub async fn changed(&self, server: &str) -> bool {
         let Some(store) = &self.store else {
             return self.changed_on_disk(server);
@@ -955,9 +959,8 @@ impl Pins {
         let Some(pins) = self.servers.get(server) else {
             return false;
         };
-        let now = match store.pins(server).await {
-            Ok(bytes) => key_digest(bytes.as_deref()),
-            Err(_) => return false,
+        let Ok(now) = store.pins_digest(server).await else {
+            return false;
         };
         pins.state
             .lock()
