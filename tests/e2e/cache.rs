@@ -122,3 +122,61 @@ async fn a_private_read_is_not_shared_between_clients() {
     };
     tokio::time::timeout(BOUND, run).await.unwrap();
 }
+
+/// A program that calls `echo` 100 times with the same message and `add` (excluded) 3 times:
+/// how many calls of its reached the test server, by the server's own count.
+const CALLS: &str = "import { echo, add, calls_count } from './servers/t';\n\
+     const count = async () => Number(String(await calls_count({})));\n\
+     const before = await count();\n\
+     for (let i = 0; i < 100; i++) await echo({ message: 'same' });\n\
+     for (let i = 0; i < 3; i++) await add({ a: 1, b: 2 });\n\
+     export default (await count()) - before - 1;";
+
+/// `[servers.<name>.cache]`: the operator keeps a read-only tool's results for its ttl; an
+/// excluded one, and one past its ttl or after the server's tools changed, reaches the server.
+#[tokio::test]
+async fn a_kept_tools_results_answer_the_same_call_within_its_ttl() {
+    let dir = TempDir::new("cache-tools");
+    dir.write(
+        "runbyte.toml",
+        &config_of(&[test_server_table(
+            "t",
+            &[],
+            "new-tools = \"allow\"\n[servers.t.cache]\ntools = [\"echo\", \"add\"]\n\
+             exclude-tools = [\"add\"]\nttl-ms = 3000\n",
+        )]),
+    );
+    let client = runbyte_tests::client(&dir).await;
+    let run = async {
+        let program = json!({"code": CALLS});
+        let (text, error) = call(&client, "execute_code", program.clone()).await;
+        assert!(!error, "{text}");
+        // One echo and three adds reached the server; 99 echoes were answered from the cache.
+        assert_eq!(result_json(&text), json!(4), "{text}");
+        assert!(text.contains("99 from cache"), "{text}");
+        let (text, _) = call(&client, "execute_code", program.clone()).await;
+        assert_eq!(result_json(&text), json!(3), "{text}");
+        // Past its ttl, the echo reaches the server again, once.
+        tokio::time::sleep(Duration::from_millis(3100)).await;
+        let (text, _) = call(&client, "execute_code", program.clone()).await;
+        assert_eq!(result_json(&text), json!(4), "{text}");
+        // The server's tools changed: what was kept of them is dropped.
+        let (text, error) = call(
+            &client,
+            "execute_code",
+            json!({"code": "import { callTool } from 'runbyte:bridge';\n\
+                            export default await callTool('t', 'change_tools', {});"}),
+        )
+        .await;
+        assert!(!error, "{text}");
+        loop {
+            let (text, _) = call(&client, "execute_code", program.clone()).await;
+            if result_json(&text) == json!(4) {
+                break;
+            }
+            assert_eq!(result_json(&text), json!(3), "{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(BOUND, run).await.unwrap();
+}

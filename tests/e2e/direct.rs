@@ -200,7 +200,7 @@ async fn listed(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) ->
 #[tokio::test]
 async fn auto_lists_what_fits_the_budget_and_drops_a_catalogue_that_grows() {
     let dir = TempDir::new("direct-auto");
-    // The test server's 20 tools weigh about 1,300 estimated tokens, 5 generated ones about
+    // The test server's 21 tools weigh about 1,350 estimated tokens, 5 generated ones about
     // 350: a budget of 3,000 holds both, until a 9,000-character description joins them.
     let config = config_of(&[
         test_server_table("t", &[], "pin = \"off\""),

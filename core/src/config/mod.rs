@@ -455,6 +455,54 @@ pub struct ServerConfig {
     /// secret, a code or a token goes to no other, whatever the server's metadata names. When
     /// absent, the one of the first login (or client-credentials grant) is kept and held to.
     pub authorization_server: Option<String>,
+    /// `[servers.<name>.cache]`: the results of its read-only tools kept for a while.
+    pub cache: Option<ResultCache>,
+}
+
+/// The longest `[servers.<name>.cache] ttl-ms`: a day.
+pub const MAX_RESULT_TTL_MS: u64 = 24 * 3600 * 1000;
+
+/// `[servers.<name>.cache]`: the operator's opt-in to keeping tool results (MCP gives tool
+/// results no caching hints). Only a tool the server marks read-only (`readOnlyHint`) is kept,
+/// and only a result that is not an error; what the server says changed (its tools list
+/// changed, it reconnected) is dropped. Kept in the process (each replica its own), bounded
+/// like the resource reads (`crate::hub::cache`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ResultCache {
+    /// Globs (`*`, `?`) of the tools whose results are kept.
+    pub tools: Vec<String>,
+    /// Globs of tools never kept (over `tools`).
+    #[serde(default)]
+    pub exclude_tools: Vec<String>,
+    /// How long a result is kept: 1 ms to a day.
+    pub ttl_ms: u64,
+    /// `session` (the default: for the client session that called) or `shared` (every
+    /// session, for results that do not depend on who asks).
+    #[serde(default)]
+    pub scope: ResultScope,
+}
+
+/// Whose calls a kept result answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultScope {
+    #[default]
+    Session,
+    Shared,
+}
+
+impl ResultCache {
+    /// Whether `tool`'s results are kept (its annotations aside).
+    pub fn covers(&self, tool: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|glob| crate::hub::filter::matches(glob, tool))
+            && !self
+                .exclude_tools
+                .iter()
+                .any(|glob| crate::hub::filter::matches(glob, tool))
+    }
 }
 
 /// `[servers.<name>] pin`: what a changed tool definition does.
@@ -702,6 +750,21 @@ impl Config {
         for (name, server) in &self.servers {
             let key = format!("servers.{}", locate::key_segment(name));
             let error = |message: &str| locator.error_at_key(&key, message.to_owned());
+            if let Some(cache) = &server.cache {
+                if !(1..=MAX_RESULT_TTL_MS).contains(&cache.ttl_ms) {
+                    return Err(locator.error_at_key(
+                        &format!("{key}.cache.ttl-ms"),
+                        format!("must be 1 to {MAX_RESULT_TTL_MS} (a day), in milliseconds"),
+                    ));
+                }
+                if cache.tools.is_empty() {
+                    return Err(locator.error_at_key(
+                        &format!("{key}.cache.tools"),
+                        "names no tool: give the globs of the tools whose results are kept"
+                            .to_owned(),
+                    ));
+                }
+            }
             match (&server.command, &server.url) {
                 (Some(_), Some(_)) => {
                     return Err(error(

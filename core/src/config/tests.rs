@@ -335,6 +335,30 @@ fn a_state_store_is_a_redis_url_beside_a_shared_key() {
 }
 
 #[test]
+fn a_result_cache_names_its_tools_and_a_ttl_within_a_day() {
+    use super::ResultScope;
+
+    let config = parse(
+        "[servers.a]\ncommand = \"x\"\n[servers.a.cache]\ntools = [\"get_*\"]\n\
+         exclude-tools = [\"get_secret\"]\nttl-ms = 60000\nscope = \"shared\"\n",
+    )
+    .unwrap();
+    let cache = config.servers["a"].cache.as_ref().unwrap();
+    assert_eq!(cache.scope, ResultScope::Shared);
+    assert!(cache.covers("get_weather") && !cache.covers("get_secret") && !cache.covers("set_x"));
+    let e = error("[servers.a]\ncommand = \"x\"\n[servers.a.cache]\ntools = [\"*\"]\nttl-ms = 0\n");
+    assert_eq!(e.key.as_deref(), Some("servers.a.cache.ttl-ms"), "{e}");
+    let e = error(
+        "[servers.a]\ncommand = \"x\"\n[servers.a.cache]\ntools = [\"*\"]\nttl-ms = 86400001\n",
+    );
+    assert!(e.message.contains("a day"), "{e}");
+    let e = error("[servers.a]\ncommand = \"x\"\n[servers.a.cache]\ntools = []\nttl-ms = 5\n");
+    assert_eq!(e.key.as_deref(), Some("servers.a.cache.tools"), "{e}");
+    let e = error("[servers.a]\ncommand = \"x\"\n[servers.a.cache]\ntools = [\"*\"]\n");
+    assert!(e.message.contains("ttl-ms"), "{e}");
+}
+
+#[test]
 fn auto_exposure_is_in_code_and_may_be_direct_within_a_budget() {
     use super::{DEFAULT_DIRECT_BUDGET, Expose};
 

@@ -327,19 +327,45 @@ impl Gate {
             *watched.outcome = CallOutcome::Ok;
             return Ok((Ok(read), None));
         }
-        let options = CallOptions {
-            session: Some(caller.session.clone()),
-            timeout: Some(granted.unwrap_or(timeout)),
-            asker,
-            notices,
-            pass_through,
+        // A result `[servers.<name>.cache]` keeps answers the same call while it is fresh.
+        let cached = spec
+            .as_ref()
+            .filter(|spec| self.hub.keeps_results(&server, spec));
+        let kept = cached.and_then(|spec| {
+            self.hub
+                .kept_result(&server, spec, &arguments, &caller.session)
+        });
+        let answer = match kept {
+            Some(result) => {
+                caller
+                    .cached
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.telemetry.cache_hit(&server, "tool");
+                Ok(result)
+            }
+            None => {
+                let options = CallOptions {
+                    session: Some(caller.session.clone()),
+                    timeout: Some(granted.unwrap_or(timeout)),
+                    asker,
+                    notices,
+                    pass_through,
+                };
+                let sent = cached.map(|spec| (spec.clone(), arguments.clone()));
+                // The span's context is current while the Hub sends: its `traceparent` goes
+                // downstream.
+                let answer = self
+                    .hub
+                    .call(&server, &tool, arguments, options)
+                    .with_context(watched.trace)
+                    .await;
+                if let (Ok(result), Some((spec, arguments))) = (&answer, &sent) {
+                    self.hub
+                        .keep_result(&server, spec, arguments, &caller.session, result);
+                }
+                answer
+            }
         };
-        // The span's context is current while the Hub sends: its `traceparent` goes downstream.
-        let answer = self
-            .hub
-            .call(&server, &tool, arguments, options)
-            .with_context(watched.trace)
-            .await;
         *watched.outcome = call_outcome(&answer);
         let mut result = match answer {
             Ok(result) => result,

@@ -1,14 +1,20 @@
-//! Resource reads kept by the servers' own caching hints (SEP-2549, MCP 2026-07-28): a
-//! `resources/read` result with `ttlMs` > 0 is answered from here until the ttl passes, or the
-//! server says the resource changed (`notifications/resources/updated` for it, or
-//! `notifications/resources/list_changed`: then every read of that server is dropped).
+//! What the Hub keeps of the servers' answers, by their own caching hints or the operator's
+//! word, in the process (each replica its own).
 //!
-//! `cacheScope: "private"` keeps a result for the client session that read it; `"public"`
-//! shares it among every session. A result with `ttlMs` but no `cacheScope` (a server that
-//! half-follows the SEP) is taken as private: sharing is the server's to allow.
+//! **Resource reads** (SEP-2549, MCP 2026-07-28): a `resources/read` result with `ttlMs` > 0
+//! is answered from here until the ttl passes, or the server says the resource changed
+//! (`notifications/resources/updated` for it, or `notifications/resources/list_changed`: then
+//! every read of that server is dropped). `cacheScope: "private"` keeps a result for the client
+//! session that read it; `"public"` shares it among every session. A result with `ttlMs` but no
+//! `cacheScope` (a server that half-follows the SEP) is taken as private: sharing is the
+//! server's to allow.
 //!
-//! Bounded: at most [`MAX_ENTRIES`] results and [`MAX_BYTES`] bytes (their JSON), a result
-//! larger than [`MAX_ENTRY_BYTES`] is not kept, and no ttl is taken as longer than
+//! **Tool results** (`[servers.<name>.cache]`, see [`crate::config::ResultCache`]): MCP gives
+//! them no hints, so only the operator's opt-in keeps them, for its ttl and scope, by tool and
+//! canonical arguments; a server's tools list changing drops its results.
+//!
+//! Each is bounded: at most [`MAX_ENTRIES`] results and [`MAX_BYTES`] bytes (their JSON), a
+//! result larger than [`MAX_ENTRY_BYTES`] is not kept, and no ttl is taken as longer than
 //! [`MAX_TTL`]. When full, expired results go first, then the oldest.
 
 use std::{
@@ -17,7 +23,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rmcp::model::{CacheScope, ReadResourceResult};
+use rmcp::model::{CacheScope, CallToolResult, ReadResourceResult};
+use serde::Serialize;
 
 /// The most results kept at once.
 pub const MAX_ENTRIES: usize = 1024;
@@ -28,49 +35,62 @@ pub const MAX_ENTRY_BYTES: usize = 1 << 20;
 /// The longest a result is kept, whatever its `ttlMs`: a day.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// One kept read: by server, the server's own URI, and the session for a private one.
+/// One kept answer: by server, what it answers (a URI, a tool and its arguments), and the
+/// session for a private one.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct Key {
     server: String,
-    uri: String,
+    item: String,
     /// `None`: public, any session may be answered with it.
     session: Option<String>,
 }
 
-struct Entry {
-    result: ReadResourceResult,
+struct Entry<V> {
+    value: V,
     until: Instant,
     bytes: usize,
     /// When it was kept, in insertion order (the oldest goes first when full).
     order: u64,
 }
 
-#[derive(Default)]
-struct State {
-    entries: HashMap<Key, Entry>,
+struct State<V> {
+    entries: HashMap<Key, Entry<V>>,
     bytes: usize,
     next: u64,
 }
 
-/// The kept resource reads of every server. In the process only: each replica keeps its own.
-#[derive(Default)]
-pub struct Reads {
-    state: Mutex<State>,
+/// Kept answers of every server, bounded.
+pub struct Kept<V> {
+    state: Mutex<State<V>>,
 }
 
-impl Reads {
-    /// The result kept for `uri` of `server` that `session` may be answered with, while fresh.
-    pub fn get(
-        &self,
-        server: &str,
-        uri: &str,
-        session: Option<&str>,
-    ) -> Option<ReadResourceResult> {
+impl<V> Default for Kept<V> {
+    fn default() -> Self {
+        Kept {
+            state: Mutex::new(State {
+                entries: HashMap::new(),
+                bytes: 0,
+                next: 0,
+            }),
+        }
+    }
+}
+
+/// The kept resource reads.
+pub type Reads = Kept<ReadResourceResult>;
+
+/// The kept tool results, keyed by tool and canonical arguments ([`Calls::item`]).
+pub type Calls = Kept<CallToolResult>;
+
+impl<V: Clone + Serialize> Kept<V> {
+    /// The answer kept for `item` of `server` that `session` may be answered with, while
+    /// fresh.
+    pub fn get(&self, server: &str, item: &str, session: Option<&str>) -> Option<V> {
         let mut state = self.lock();
         let now = Instant::now();
         let mut keys = vec![Key {
             server: server.to_owned(),
-            uri: uri.to_owned(),
+            item: item.to_owned(),
             session: None,
         }];
         if let Some(session) = session {
@@ -78,14 +98,14 @@ impl Reads {
                 0,
                 Key {
                     server: server.to_owned(),
-                    uri: uri.to_owned(),
+                    item: item.to_owned(),
                     session: Some(session.to_owned()),
                 },
             );
         }
         for key in keys {
             match state.entries.get(&key) {
-                Some(entry) if entry.until > now => return Some(entry.result.clone()),
+                Some(entry) if entry.until > now => return Some(entry.value.clone()),
                 Some(_) => state.remove(&key),
                 None => {}
             }
@@ -93,6 +113,72 @@ impl Reads {
         None
     }
 
+    /// Keeps `value` as the answer to `item` of `server` for `ttl`: for `session` only, or
+    /// for every session (`None`). Whether it was kept (not when larger than
+    /// [`MAX_ENTRY_BYTES`], or with no ttl).
+    pub fn keep(
+        &self,
+        (server, item): (&str, &str),
+        session: Option<&str>,
+        value: &V,
+        ttl: Duration,
+    ) -> bool {
+        if ttl.is_zero() {
+            return false;
+        }
+        let bytes = serde_json::to_vec(value).map_or(usize::MAX, |json| json.len());
+        if bytes > MAX_ENTRY_BYTES {
+            return false;
+        }
+        let now = Instant::now();
+        let key = Key {
+            server: server.to_owned(),
+            item: item.to_owned(),
+            session: session.map(str::to_owned),
+        };
+        let mut state = self.lock();
+        state.remove(&key);
+        state.make_room(bytes, now);
+        let order = state.next;
+        state.next += 1;
+        state.bytes += bytes;
+        state.entries.insert(
+            key,
+            Entry {
+                value: value.clone(),
+                until: now + ttl.min(MAX_TTL),
+                bytes,
+                order,
+            },
+        );
+        true
+    }
+
+    /// Drops every kept answer to `item` of `server` (every session's): the server said it
+    /// changed.
+    pub fn forget_item(&self, server: &str, item: &str) {
+        self.lock()
+            .retain(|key| !(key.server == server && key.item == item));
+    }
+
+    /// Drops every kept answer of `server`: what it offers changed, or it went away.
+    pub fn forget_server(&self, server: &str) {
+        self.lock().retain(|key| key.server != server);
+    }
+
+    /// How many answers are kept now, and their bytes.
+    #[cfg(test)]
+    pub fn size(&self) -> (usize, usize) {
+        let state = self.lock();
+        (state.entries.len(), state.bytes)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<V>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Reads {
     /// Keeps `result` (a read of `uri` of `server` by `session`) when its hints allow: a
     /// `ttlMs` above zero, and a session to keep a private one for. Whether it was kept.
     pub fn put(
@@ -109,63 +195,28 @@ impl Reads {
             Some(CacheScope::Public) => None,
             // Private, absent, or a scope this rmcp does not know: kept for the session only.
             _ => match session {
-                Some(session) => Some(session.to_owned()),
+                Some(session) => Some(session),
                 None => return false,
             },
         };
-        let bytes = serde_json::to_vec(result).map_or(usize::MAX, |json| json.len());
-        if bytes > MAX_ENTRY_BYTES {
-            return false;
-        }
-        let now = Instant::now();
-        let key = Key {
-            server: server.to_owned(),
-            uri: uri.to_owned(),
-            session,
-        };
-        let mut state = self.lock();
-        state.remove(&key);
-        state.make_room(bytes, now);
-        let order = state.next;
-        state.next += 1;
-        state.bytes += bytes;
-        state.entries.insert(
-            key,
-            Entry {
-                result: result.clone(),
-                until: now + Duration::from_millis(ttl).min(MAX_TTL),
-                bytes,
-                order,
-            },
-        );
-        true
+        self.keep((server, uri), session, result, Duration::from_millis(ttl))
     }
 
-    /// Drops every kept read of `uri` of `server` (every session's): the server said it
-    /// changed.
+    /// [`Kept::forget_item`] of a resource's reads.
     pub fn forget_uri(&self, server: &str, uri: &str) {
-        self.lock()
-            .retain(|key| !(key.server == server && key.uri == uri));
-    }
-
-    /// Drops every kept read of `server`: its resource list changed, or it went away.
-    pub fn forget_server(&self, server: &str) {
-        self.lock().retain(|key| key.server != server);
-    }
-
-    /// How many results are kept now, and their bytes.
-    #[cfg(test)]
-    pub fn size(&self) -> (usize, usize) {
-        let state = self.lock();
-        (state.entries.len(), state.bytes)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.forget_item(server, uri);
     }
 }
 
-impl State {
+impl Calls {
+    /// What a call of `tool` with `arguments` is kept under: the same call, whatever order
+    /// its arguments' keys came in.
+    pub fn item(tool: &str, arguments: &serde_json::Value) -> String {
+        format!("{tool}\n{}", crate::relay::canonical(arguments))
+    }
+}
+
+impl<V> State<V> {
     fn remove(&mut self, key: &Key) {
         if let Some(entry) = self.entries.remove(key) {
             self.bytes -= entry.bytes;
@@ -186,8 +237,9 @@ impl State {
 
     /// Room for one more result of `bytes`: the expired ones go, then the oldest.
     fn make_room(&mut self, bytes: usize, now: Instant) {
-        let full =
-            |state: &State| state.entries.len() >= MAX_ENTRIES || state.bytes + bytes > MAX_BYTES;
+        let full = |state: &State<V>| {
+            state.entries.len() >= MAX_ENTRIES || state.bytes + bytes > MAX_BYTES
+        };
         if !full(self) {
             return;
         }
@@ -293,6 +345,25 @@ mod tests {
         reads.forget_server("s");
         assert!(reads.get("s", "v", Some("a")).is_none());
         assert!(reads.get("t", "u", Some("a")).is_some());
+    }
+
+    #[test]
+    fn a_tool_call_is_kept_by_its_canonical_arguments_for_its_scope() {
+        let calls = Calls::default();
+        let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text("12")]);
+        let one = Calls::item("add", &serde_json::json!({"a": 1, "b": 2}));
+        let same = Calls::item("add", &serde_json::json!({"b": 2, "a": 1}));
+        let other = Calls::item("add", &serde_json::json!({"a": 2, "b": 2}));
+        assert_eq!(one, same);
+        assert!(calls.keep(("s", &one), Some("a"), &result, Duration::from_secs(60)));
+        assert!(calls.get("s", &same, Some("a")).is_some());
+        assert!(calls.get("s", &same, Some("b")).is_none());
+        assert!(calls.get("s", &other, Some("a")).is_none());
+        assert!(calls.keep(("s", &other), None, &result, Duration::from_secs(60)));
+        assert!(calls.get("s", &other, Some("b")).is_some());
+        assert!(!calls.keep(("s", &one), None, &result, Duration::ZERO));
+        calls.forget_server("s");
+        assert_eq!(calls.size(), (0, 0));
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod cache;
 mod catalog;
 mod client;
 mod completion;
-mod filter;
+pub(crate) mod filter;
 mod tasks;
 mod transports;
 pub mod validate;
@@ -471,6 +471,8 @@ struct Inner {
     tasks: tasks::Tasks,
     /// Resource reads kept by the servers' caching hints (see [`cache`]).
     reads: cache::Reads,
+    /// The tool results kept by `[servers.<name>.cache]`.
+    calls: cache::Calls,
 }
 
 /// The Hub. Cheap to clone.
@@ -552,6 +554,7 @@ impl Hub {
                 pins: Arc::new(pins),
                 tasks: tasks::Tasks::default(),
                 reads: cache::Reads::default(),
+                calls: cache::Calls::default(),
             }),
         };
         hub.watch_pins();
@@ -679,9 +682,7 @@ impl Hub {
         if replaced {
             tracing::warn!(server = %slot.name, "server {why}; starting it again");
             connection.close().await;
-            let _ = self.inner.events.send(HubEvent::ToolsChanged {
-                server: slot.name.clone(),
-            });
+            self.tools_changed(&slot.name);
         }
         let link = slot.with(|state| state.link.clone());
         Ok(link.get_or_try_init(|| self.connect(slot)).await?.clone())
@@ -702,9 +703,7 @@ impl Hub {
                     protocol = connection.protocol().unwrap_or_default(),
                     "connected"
                 );
-                let _ = self.inner.events.send(HubEvent::ToolsChanged {
-                    server: slot.name.clone(),
-                });
+                self.tools_changed(&slot.name);
                 self.came_up(&slot.name, &connection);
                 Ok(connection)
             }
@@ -898,6 +897,73 @@ impl Hub {
 
     /// A server said its tools changed: re-list them, unless a re-list is already due (then
     /// the one waiting covers this too). Never waits.
+    /// How `[servers.<name>.cache]` keeps the results of `spec` (a tool of `server`): its
+    /// ttl, and whether they are shared by every session; `None` when they are not kept (no
+    /// table, a tool it does not cover, or one the server does not mark read-only).
+    fn result_rule(&self, server: &str, spec: &Tool) -> Option<(Duration, bool)> {
+        let cache = self.inner.servers.get(server)?.config.cache.as_ref()?;
+        let read_only = spec
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false);
+        (read_only && cache.covers(&spec.name)).then(|| {
+            (
+                Duration::from_millis(cache.ttl_ms),
+                cache.scope == crate::config::ResultScope::Shared,
+            )
+        })
+    }
+
+    /// Whether `[servers.<name>.cache]` keeps the results of `spec` (a tool of `server`).
+    pub fn keeps_results(&self, server: &str, spec: &Tool) -> bool {
+        self.result_rule(server, spec).is_some()
+    }
+
+    /// The result kept of a call of `spec` (a tool of `server`) with `arguments` that
+    /// `session` may be answered with, while fresh (see [`Hub::keep_result`]).
+    pub fn kept_result(
+        &self,
+        server: &str,
+        spec: &Tool,
+        arguments: &Value,
+        session: &str,
+    ) -> Option<CallToolResult> {
+        self.result_rule(server, spec)?;
+        let item = cache::Calls::item(&spec.name, arguments);
+        self.inner.calls.get(server, &item, Some(session))
+    }
+
+    /// Keeps `result` of a call of `spec` (a tool of `server`) with `arguments` by `session`,
+    /// when `[servers.<name>.cache]` covers it and it is not an error. Whether it was kept.
+    pub fn keep_result(
+        &self,
+        server: &str,
+        spec: &Tool,
+        arguments: &Value,
+        session: &str,
+        result: &CallToolResult,
+    ) -> bool {
+        let Some((ttl, shared)) = self.result_rule(server, spec) else {
+            return false;
+        };
+        if result.is_error == Some(true) {
+            return false;
+        }
+        let item = cache::Calls::item(&spec.name, arguments);
+        let session = (!shared).then_some(session);
+        self.inner.calls.keep((server, &item), session, result, ttl)
+    }
+
+    /// Tells every listener that `server`'s tools changed, and drops the results kept of them
+    /// (`[servers.<name>.cache]`).
+    fn tools_changed(&self, server: &str) {
+        self.inner.calls.forget_server(server);
+        let _ = self.inner.events.send(HubEvent::ToolsChanged {
+            server: server.to_owned(),
+        });
+    }
+
     fn list_changed(&self, server: &str) {
         let Some(slot) = self.inner.servers.get(server) else {
             return;
@@ -947,9 +1013,7 @@ impl Hub {
                 if connection.is_alive() {
                     slot.set_listed(listed);
                 }
-                let _ = self.inner.events.send(HubEvent::ToolsChanged {
-                    server: server.to_owned(),
-                });
+                self.tools_changed(server);
             }
             Ok(Err(error)) => tracing::warn!(server, "re-listing tools failed: {error}"),
             Err(_) => tracing::warn!(

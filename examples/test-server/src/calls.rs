@@ -48,6 +48,7 @@ const NORMAL_TOOLS: &[&str] = &[
     "spawn_grandchild",
     "hang",
     "cancelled_count",
+    "calls_count",
     "meta",
     "ask",
 ];
@@ -135,6 +136,7 @@ pub async fn call(
     {
         return Ok(result.into());
     }
+    state.count_call();
     let arguments = request.arguments.unwrap_or_default();
     run(state, &request.name, arguments, context)
         .await
@@ -198,6 +200,7 @@ async fn run(
             return Err(ErrorData::internal_error("hang: cancelled", None));
         }
         "cancelled_count" => Ok(text(state.cancelled_count().to_string())),
+        "calls_count" => Ok(text(state.calls_count().to_string())),
         "meta" => Ok(text(Value::Object(context.meta.0.0.clone()).to_string())),
         "storm" if state.settings.has(crate::cli::Mode::Storm) => {
             match args.u64("count", MAX_STORM) {

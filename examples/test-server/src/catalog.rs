@@ -311,6 +311,12 @@ fn normal_tools() -> Vec<Tool> {
         )
         .with_annotations(read_only()),
         Tool::new(
+            "calls_count",
+            "Returns how many tools/call requests the server has received, this one included.",
+            no_arguments(),
+        )
+        .with_annotations(read_only()),
+        Tool::new(
             "meta",
             "Returns the request's `_meta` as JSON text (a trace context sent with the call \
              shows there).",

@@ -96,6 +96,7 @@ Tools (always served):
   spawn_grandchild          spawns `sleep 300` in this process group; returns its pid
   hang                      never answers; counts the notifications/cancelled it gets
   cancelled_count           how many notifications/cancelled arrived so far
+  calls_count               how many tools/call requests arrived so far, this one included
   ask {message, kind?}      asks the client (kind elicit, the default, or sample) and returns
                             its answer as JSON text: a request to the client mid-call before
                             2026-07-28, an InputRequiredResult (key `answer`) on 2026-07-28

@@ -47,6 +47,8 @@ pub struct State {
     /// Descriptions `change_tools` gave, by tool name.
     descriptions: Mutex<std::collections::BTreeMap<String, String>>,
     cancelled: AtomicU64,
+    /// `tools/call` requests so far (every tool but `ask`).
+    calls: AtomicU64,
     /// `tools/list` requests so far.
     lists: AtomicU64,
     /// Clients that connected through `initialize`; told of tool list changes.
@@ -74,6 +76,7 @@ impl State {
             added_tools: Mutex::new(Vec::new()),
             descriptions: Mutex::new(Default::default()),
             cancelled: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
             lists: AtomicU64::new(0),
             peers: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(Vec::new()),
@@ -95,6 +98,16 @@ impl State {
 
     pub fn cancelled_count(&self) -> u64 {
         self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Counts a `tools/call` request.
+    pub fn count_call(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many `tools/call` requests arrived so far (every tool but `ask`), this one included.
+    pub fn calls_count(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
     }
 
     /// How many `tools/list` requests arrived so far.

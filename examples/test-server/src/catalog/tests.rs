@@ -35,7 +35,7 @@ fn names_are_unique_across_every_mode() {
 fn every_normal_tool_is_listed_and_has_behaviour() {
     let tools = fixed_tools(&Settings::try_from(Cli::try_parse_from(["x"]).unwrap()).unwrap());
     assert!(tools.iter().all(|tool| is_normal_tool(&tool.name)));
-    assert_eq!(tools.len(), 20);
+    assert_eq!(tools.len(), 21);
 }
 
 #[test]

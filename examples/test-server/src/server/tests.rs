@@ -14,7 +14,7 @@ fn state(args: &[&str]) -> std::sync::Arc<State> {
 fn without_a_page_size_one_page_holds_every_tool() {
     let state = state(&["--tools", "40"]);
     let page = state.page(None).unwrap();
-    assert_eq!(page.tools.len(), 20 + 40);
+    assert_eq!(page.tools.len(), 21 + 40);
     assert!(page.next_cursor.is_none());
 }
 
@@ -35,7 +35,7 @@ fn pages_follow_the_cursor_to_the_last_tool() {
         }
     }
     assert_eq!(pages, 5);
-    assert_eq!(names.len(), 45);
+    assert_eq!(names.len(), 46);
     assert_eq!(names.last().unwrap(), "tool_0024");
 }
 

@@ -18,7 +18,7 @@ use crate::common::{
     try_call,
 };
 
-const NORMAL_TOOLS: [&str; 20] = [
+const NORMAL_TOOLS: [&str; 21] = [
     "echo",
     "add",
     "slow",
@@ -37,6 +37,7 @@ const NORMAL_TOOLS: [&str; 20] = [
     "spawn_grandchild",
     "hang",
     "cancelled_count",
+    "calls_count",
     "meta",
     "ask",
 ];
@@ -65,6 +66,9 @@ async fn normal_tools_answer_as_documented() {
     assert_eq!(names, NORMAL_TOOLS);
     let structured_tool = tools.iter().find(|tool| tool.name == "structured").unwrap();
     assert!(structured_tool.output_schema.is_some());
+    // Every call is counted, the one that asks included.
+    assert_eq!(text(&call(&client, "calls_count", json!({})).await), "1");
+    assert_eq!(text(&call(&client, "calls_count", json!({})).await), "2");
 
     assert_eq!(
         text(&call(&client, "echo", json!({"message": "hi there"})).await),
