@@ -680,6 +680,25 @@ async fn check(config: Config) -> ExitCode {
                 if let Some(choice) = auto.iter().find(|choice| choice.server == view.name) {
                     say!("         {:<16} exposed: {}", "", choice.reason(budget));
                 }
+                if let Some((_, kept, not_read_only)) = cache_coverage(&gateway, &view) {
+                    if kept.is_empty() {
+                        say!(
+                            "         {:<16} warning: [servers.{}.cache] keeps no tool's results \
+                             (it covers none the server marks read-only)",
+                            "",
+                            view.name
+                        );
+                    }
+                    if !not_read_only.is_empty() {
+                        say!(
+                            "         {:<16} warning: [servers.{}.cache] names tools not marked \
+                             read-only, whose results are never kept: {}",
+                            "",
+                            view.name,
+                            not_read_only.join(", ")
+                        );
+                    }
+                }
                 for warning in view.warnings.iter() {
                     say!("         {:<16} warning: {warning}", "");
                 }
@@ -702,6 +721,24 @@ async fn check(config: Config) -> ExitCode {
         say!("{problems} problem(s)");
         ExitCode::FAILURE
     }
+}
+
+/// What `[servers.<name>.cache]` does with `view`'s tools: the table, the tools whose results it
+/// keeps, and those it names that the server does not mark read-only (never kept), each name
+/// escaped for the terminal.
+fn cache_coverage(
+    gateway: &Gateway,
+    view: &crate::hub::ServerView,
+) -> Option<(crate::config::ResultCache, Vec<String>, Vec<String>)> {
+    let cache = gateway.config().servers.get(&view.name)?.cache.clone()?;
+    let line = |text: &str| crate::text::terminal(text, false).into_owned();
+    let (kept, not_read_only): (Vec<_>, Vec<_>) = view
+        .tools
+        .iter()
+        .filter(|tool| cache.covers(&tool.name))
+        .partition(|tool| gateway.hub().keeps_results(&view.name, tool));
+    let names = |tools: Vec<&rmcp::model::Tool>| tools.iter().map(|t| line(&t.name)).collect();
+    Some((cache, names(kept), names(not_read_only)))
 }
 
 async fn tools(config: Config, only: Option<String>) -> ExitCode {
@@ -753,6 +790,9 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
                 "  exposed: {}",
                 auto.map(|choice| choice.reason(budget)).unwrap_or_default()
             ),
+            Some(_) if gateway.config().exposure(&view.name) == crate::config::Expose::Auto => {
+                say!("  exposed: auto (to programs; decided for clients once the server is ready)")
+            }
             Some((_, prefix)) if in_code => {
                 say!("  exposed: to programs, and to clients directly as `{prefix}<tool>`")
             }
@@ -764,6 +804,27 @@ async fn tools(config: Config, only: Option<String>) -> ExitCode {
         }
         // Tool names and descriptions are the server's text: one line each, escaped.
         let line = |text: &str| crate::text::terminal(text, false).into_owned();
+        if let Some((cache, kept, not_read_only)) = cache_coverage(&gateway, &view) {
+            let names = |names: &[String]| match names.is_empty() {
+                true => "none".to_owned(),
+                false => names.join(", "),
+            };
+            say!(
+                "  cache: results kept {} ms ({}) of: {}",
+                cache.ttl_ms,
+                match cache.scope {
+                    crate::config::ResultScope::Session => "per session",
+                    crate::config::ResultScope::Shared => "shared",
+                },
+                names(&kept)
+            );
+            if !not_read_only.is_empty() {
+                say!(
+                    "  cache: not kept, not marked read-only by the server: {}",
+                    names(&not_read_only)
+                );
+            }
+        }
         for tool in view.tools.iter() {
             let description = tool.description.as_deref().unwrap_or_default();
             let first_line = description.lines().next().unwrap_or_default();

@@ -24,6 +24,15 @@ use crate::{
     vfs::Vfs,
 };
 
+/// The names of the directly exposed tools ([`Gateway::direct_naming`]).
+struct DirectNaming {
+    naming: names::Naming,
+    /// The tools themselves, when asked for.
+    tools: std::collections::HashMap<(String, String), rmcp::model::Tool>,
+    /// The ready `auto` servers that do not fit the direct budget now.
+    unfit: Vec<String>,
+}
+
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -256,26 +265,29 @@ impl Gateway {
         })
     }
 
-    /// How the tools of servers exposed directly (`expose = "direct"` or `"both"`) are named
-    /// (see [`names`]), and with `keep` the tools themselves: the tools of servers not ready
-    /// are absent until they are. Each tool left out is warned of once.
-    async fn direct_naming(
-        &self,
-        keep: bool,
-    ) -> (
-        names::Naming,
-        std::collections::HashMap<(String, String), rmcp::model::Tool>,
-    ) {
+    /// How the tools of servers exposed directly (`expose = "direct"`, `"both"`, and `"auto"`
+    /// while it fits) are named (see [`names`]), and with `keep` the tools themselves: the
+    /// tools of servers not ready are absent until they are. Each tool left out is warned of
+    /// once.
+    async fn direct_naming(&self, keep: bool) -> DirectNaming {
+        let mut views = Vec::new();
+        for (server, prefix) in self.config.direct_servers() {
+            if let Some(view) = self.hub.server(&server).await {
+                views.push((server, prefix, view));
+            }
+        }
+        let auto = self.choose_auto(views.iter().map(|(server, _, view)| (server, view)));
+        let unfit: Vec<String> = auto
+            .into_iter()
+            .filter(|choice| !choice.direct)
+            .map(|choice| choice.server)
+            .collect();
         let mut things = Vec::new();
         let mut tools = std::collections::HashMap::new();
-        let auto = self.auto_exposure().await;
-        for (server, prefix) in self.config.direct_servers() {
-            let Some(view) = self.hub.server(&server).await else {
-                continue;
-            };
-            if self.config.exposure(&server) == crate::config::Expose::Auto
-                && !auto.iter().any(|c| c.server == server && c.direct)
-            {
+        for (server, prefix, view) in &views {
+            let is_auto = self.config.exposure(server) == crate::config::Expose::Auto;
+            // An `auto` server is listed once it is ready and fits.
+            if is_auto && (unfit.contains(server) || view.status != crate::hub::Status::Ready) {
                 continue;
             }
             for tool in view.tools.iter() {
@@ -287,28 +299,42 @@ impl Gateway {
         }
         let (naming, warnings) = names::name_all(things, "tool", &names::OWN_TOOLS, true);
         self.warned.warn(&warnings);
-        (naming, tools)
+        DirectNaming {
+            naming,
+            tools,
+            unfit,
+        }
     }
 
     /// What `expose = "auto"` decides now for each ready `auto` server (see [`auto`]).
     pub async fn auto_exposure(&self) -> Vec<auto::AutoChoice> {
-        let mut candidates = Vec::new();
+        let mut views = Vec::new();
         for (server, _) in self.config.enabled_servers() {
-            if self.config.exposure(server) != crate::config::Expose::Auto {
-                continue;
-            }
-            if let Some(view) = self.hub.server(server).await
-                && matches!(view.status, crate::hub::Status::Ready)
-            {
-                candidates.push((server.clone(), self.weighed.weigh(server, &view.tools)));
+            if let Some(view) = self.hub.server(server).await {
+                views.push((server.clone(), view));
             }
         }
+        self.choose_auto(views.iter().map(|(server, view)| (server, view)))
+    }
+
+    /// [`auto::choose`] over the ready `auto` servers among `views`.
+    fn choose_auto<'a>(
+        &self,
+        views: impl Iterator<Item = (&'a String, &'a crate::hub::ServerView)>,
+    ) -> Vec<auto::AutoChoice> {
+        let candidates: Vec<(String, u64)> = views
+            .filter(|(server, view)| {
+                self.config.exposure(server) == crate::config::Expose::Auto
+                    && view.status == crate::hub::Status::Ready
+            })
+            .map(|(server, view)| (server.clone(), self.weighed.weigh(server, &view.tools)))
+            .collect();
         auto::choose(&candidates, self.config.direct_budget())
     }
 
     /// The direct names left out (see [`names`]), each with why, sorted: for `runbyte tools`.
     pub async fn direct_left_out(&self) -> Vec<(String, String)> {
-        let (naming, _) = self.direct_naming(false).await;
+        let DirectNaming { naming, .. } = self.direct_naming(false).await;
         let mut left_out: Vec<(String, String)> = naming.left_out.into_iter().collect();
         left_out.sort();
         left_out
@@ -319,7 +345,9 @@ impl Gateway {
     /// they are, and so is a tool whose name is not an MCP tool name or would be one of
     /// Runbyte's own or another's (see [`names`]).
     pub async fn direct_tools(&self) -> Vec<rmcp::model::Tool> {
-        let (naming, mut tools) = self.direct_naming(true).await;
+        let DirectNaming {
+            naming, mut tools, ..
+        } = self.direct_naming(true).await;
         naming
             .named
             .into_iter()
@@ -335,7 +363,9 @@ impl Gateway {
 
     /// The directly exposed tool listed under `name`, as [`Gateway::direct_tools`] lists it.
     pub async fn direct_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        let (naming, mut tools) = self.direct_naming(true).await;
+        let DirectNaming {
+            naming, mut tools, ..
+        } = self.direct_naming(true).await;
         let named = naming
             .named
             .into_iter()
@@ -349,17 +379,12 @@ impl Gateway {
     /// name left out, why (`Err`); for a name not listed, the server with the longest prefix
     /// it starts with (whose call then says why it cannot be made).
     pub async fn direct_target(&self, name: &str) -> Option<Result<(String, String), String>> {
-        let (naming, _) = self.direct_naming(false).await;
+        let DirectNaming { naming, unfit, .. } = self.direct_naming(false).await;
         let target = names::resolve(&naming, &self.config.direct_servers(), name)?;
         // An `auto` server whose catalogue does not fit the direct budget now is not listed:
         // its tools are called from programs.
         if let Ok((server, _)) = &target
-            && self.config.exposure(server) == crate::config::Expose::Auto
-            && !self
-                .auto_exposure()
-                .await
-                .iter()
-                .any(|choice| choice.server == *server && choice.direct)
+            && unfit.contains(server)
         {
             return Some(Err(format!(
                 "`{name}` is not listed: server `{server}` is exposed `auto` and its tools' \

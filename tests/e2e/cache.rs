@@ -142,9 +142,29 @@ async fn a_kept_tools_results_answer_the_same_call_within_its_ttl() {
         &config_of(&[test_server_table(
             "t",
             &[],
-            "new-tools = \"allow\"\n[servers.t.cache]\ntools = [\"echo\", \"add\"]\n\
+            "new-tools = \"allow\"\n[servers.t.cache]\ntools = [\"echo\", \"add\", \"slow\"]\n\
              exclude-tools = [\"add\"]\nttl-ms = 3000\n",
         )]),
+    );
+    // `runbyte tools` and `check` say which results are kept, and which named tool never is.
+    let tools = runbyte_tests::run(dir.path(), &["tools", "t"]);
+    assert!(
+        tools
+            .stdout
+            .contains("cache: results kept 3000 ms (per session) of: echo\n")
+            && tools
+                .stdout
+                .contains("cache: not kept, not marked read-only by the server: slow\n"),
+        "{}",
+        tools.stdout
+    );
+    let check = runbyte_tests::run(dir.path(), &["check"]);
+    assert!(
+        check
+            .stdout
+            .contains("warning: [servers.t.cache] names tools not marked read-only, whose results are never kept: slow"),
+        "{}",
+        check.stdout
     );
     let client = runbyte_tests::client(&dir).await;
     let run = async {

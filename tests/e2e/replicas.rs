@@ -584,7 +584,6 @@ async fn replicas_sharing_a_state_store_hold_a_change_alike_and_serve_it_once_ap
         kept.contains("\"echo\"") && kept.contains("\"digest\""),
         "{kept}"
     );
-
     // The server's echo is poisoned; each gateway's server tells it (list_changed).
     std::fs::write(
         &changes,
@@ -610,6 +609,23 @@ async fn replicas_sharing_a_state_store_hold_a_change_alike_and_serve_it_once_ap
             "{who}: {refused}"
         );
     }
+    // While echo is held, each replica polls the key for an approval (every second), by the
+    // digest the store computes (EVAL); the pins themselves (GETRANGE) travel only when they
+    // changed: not once in 3.5 s of polls.
+    redis_cli(redis.port, &["CONFIG", "RESETSTAT"]);
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let stats =
+        String::from_utf8_lossy(&redis_cli(redis.port, &["INFO", "commandstats"])).into_owned();
+    let calls = |command: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(calls("eval") >= 4 && calls("getrange") == 0, "{stats}");
+
     // Neither gateway kept the pins in its state folder: only the store has them.
     for dir in [&a, &b, &person] {
         let pins = dir.path().join("state/runbyte/pins/t.json");

@@ -30,6 +30,12 @@ impl AutoChoice {
                  fit the direct budget of {budget})",
                 self.tokens
             )
+        } else if self.tokens > budget {
+            format!(
+                "auto: to programs only (its definitions, about {} tokens, are more than the \
+                 direct budget of {budget}: code mode costs less)",
+                self.tokens
+            )
         } else {
             format!(
                 "auto: to programs only (its definitions, about {} tokens, do not fit what the \
@@ -130,6 +136,40 @@ mod tests {
         assert_eq!(direct(&[("b", 200), ("a", 200)], 300), ["a"]);
         // A sum that would overflow fits nothing.
         assert_eq!(direct(&[("a", u64::MAX), ("b", 1)], u64::MAX), ["b"]);
+    }
+
+    #[test]
+    fn the_reason_says_whether_it_fits_alone() {
+        let choices = choose(
+            &[
+                ("a".to_owned(), 300),
+                ("b".to_owned(), 200),
+                ("c".to_owned(), 900),
+            ],
+            400,
+        );
+        let reason = |server: &str| {
+            choices
+                .iter()
+                .find(|choice| choice.server == server)
+                .unwrap()
+                .reason(400)
+        };
+        assert!(
+            reason("b").contains("to clients directly"),
+            "{}",
+            reason("b")
+        );
+        assert!(
+            reason("a").contains("what the smaller auto servers leave"),
+            "{}",
+            reason("a")
+        );
+        assert!(
+            reason("c").contains("more than the direct budget of 400"),
+            "{}",
+            reason("c")
+        );
     }
 
     #[test]

@@ -126,7 +126,10 @@ impl<V: Clone + Serialize> Kept<V> {
         if ttl.is_zero() {
             return false;
         }
-        let bytes = serde_json::to_vec(value).map_or(usize::MAX, |json| json.len());
+        // What it answers and for whom are held too: counted with the value.
+        let bytes = serde_json::to_vec(value)
+            .map_or(usize::MAX, |json| json.len())
+            .saturating_add(item.len() + session.map_or(0, str::len));
         if bytes > MAX_ENTRY_BYTES {
             return false;
         }
@@ -210,9 +213,12 @@ impl Reads {
 
 impl Calls {
     /// What a call of `tool` with `arguments` is kept under: the same call, whatever order
-    /// its arguments' keys came in.
+    /// its arguments' keys came in (the SHA-256 of their canonical JSON: a program's large
+    /// arguments are not held).
     pub fn item(tool: &str, arguments: &serde_json::Value) -> String {
-        format!("{tool}\n{}", crate::relay::canonical(arguments))
+        let canonical = crate::relay::canonical(arguments);
+        let digest = ring::digest::digest(&ring::digest::SHA256, canonical.as_bytes());
+        format!("{tool}\n{}", crate::relay::hex(digest.as_ref()))
     }
 }
 
@@ -364,6 +370,30 @@ mod tests {
         assert!(!calls.keep(("s", &one), None, &result, Duration::ZERO));
         calls.forget_server("s");
         assert_eq!(calls.size(), (0, 0));
+        // Huge arguments are kept under their digest, not held whole.
+        let huge = Calls::item(
+            "add",
+            &serde_json::json!({"a": "x".repeat(MAX_ENTRY_BYTES)}),
+        );
+        assert!(huge.len() < 100, "{}", huge.len());
+    }
+
+    #[test]
+    fn what_an_answer_is_kept_under_counts_against_the_bounds() {
+        let calls = Calls::default();
+        let result = CallToolResult::success(vec![rmcp::model::ContentBlock::text("1")]);
+        let long = "k".repeat(MAX_ENTRY_BYTES);
+        assert!(!calls.keep(("s", &long), None, &result, Duration::from_secs(60)));
+        let half = "k".repeat(MAX_ENTRY_BYTES / 2);
+        for n in 0..40 {
+            calls.keep(
+                ("s", &format!("{n}{half}")),
+                Some("session"),
+                &result,
+                Duration::from_secs(60),
+            );
+        }
+        assert!(calls.size().1 <= MAX_BYTES, "{:?}", calls.size());
     }
 
     #[test]
