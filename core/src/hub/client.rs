@@ -505,11 +505,16 @@ impl Opening<'_> {
         let callers = Callers::default();
         let read = callers.clone();
         let answers = crate::pump::tool_call_answers().watching(move |message| {
-            if let rmcp::model::JsonRpcMessage::Notification(notification) = message
-                && let rmcp::model::ServerNotification::ProgressNotification(progress) =
-                    &notification.notification
-            {
-                read.arrived(&progress.params.progress_token);
+            if let rmcp::model::JsonRpcMessage::Notification(notification) = message {
+                match &notification.notification {
+                    rmcp::model::ServerNotification::ProgressNotification(progress) => {
+                        read.arrived(&progress.params.progress_token);
+                    }
+                    rmcp::model::ServerNotification::LoggingMessageNotification(_) => {
+                        read.log_arrived();
+                    }
+                    _ => {}
+                }
             }
         });
         let transport = PumpTransport::<RoleClient>::reading_directly(

@@ -446,6 +446,8 @@ pub struct Callers {
 #[derive(Default)]
 struct Unsent {
     counts: Mutex<std::collections::HashMap<rmcp::model::ProgressToken, usize>>,
+    /// Log messages read and not yet passed on (they carry no token: an answer waits for all).
+    logs: std::sync::atomic::AtomicUsize,
     sent: tokio::sync::Notify,
 }
 
@@ -461,6 +463,19 @@ impl Unsent {
         self.counts
             .lock()
             .is_ok_and(|counts| counts.get(token).is_some_and(|n| *n > 0))
+    }
+
+    fn logs_pending(&self) -> bool {
+        self.logs.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
+    fn log_sent(&self) {
+        let _ = self.logs.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        );
+        self.sent.notify_waiters();
     }
 
     fn sent(&self, token: &rmcp::model::ProgressToken) {
@@ -509,16 +524,17 @@ impl Caller {
         self.notices.is_some()
     }
 
-    /// Waits (at most [`SETTLE`]) until the progress its server sent before the answer just
-    /// read has been passed on.
+    /// Waits (at most [`SETTLE`]) until the progress and the log messages its server sent
+    /// before the answer just read have been passed on.
     pub async fn settle(&self) {
-        let Some(token) = self.token.lock().ok().and_then(|held| held.clone()) else {
-            return;
-        };
+        let token = self.token.lock().ok().and_then(|held| held.clone());
         let until = tokio::time::Instant::now() + SETTLE;
         loop {
             let sent = self.unsent.sent.notified();
-            if !self.unsent.pending(&token) {
+            let progress = token
+                .as_ref()
+                .is_some_and(|token| self.unsent.pending(token));
+            if !progress && !self.unsent.logs_pending() {
                 return;
             }
             if tokio::time::timeout_at(until, sent).await.is_err() {
@@ -603,6 +619,14 @@ impl Callers {
         }
     }
 
+    /// The connection read a log message, which [`Callers::log`] will pass on: an answer read
+    /// after it waits for that. Called by the reader, in the order the server sent its messages.
+    pub fn log_arrived(&self) {
+        self.unsent
+            .logs
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// The server's progress on the call sent with progress token `token`, to that call's
     /// [`Notices`] (also a moment after the call ended); a token no call holds (a made-up one,
     /// or a call long over) is dropped.
@@ -636,6 +660,13 @@ impl Callers {
     /// it was passed on.
     #[allow(deprecated)]
     pub async fn log(&self, message: &rmcp::model::LoggingMessageNotificationParam) -> bool {
+        let passed = self.pass_log(message).await;
+        self.unsent.log_sent();
+        passed
+    }
+
+    #[allow(deprecated)]
+    async fn pass_log(&self, message: &rmcp::model::LoggingMessageNotificationParam) -> bool {
         let calls: Vec<Arc<Caller>> = self
             .calls
             .lock()
@@ -848,6 +879,54 @@ mod tests {
         let started = std::time::Instant::now();
         call.caller().settle().await;
         assert!(started.elapsed() >= SETTLE);
+    }
+
+    /// Notices that count the log messages they are given.
+    #[derive(Default)]
+    struct Logged(std::sync::atomic::AtomicUsize);
+
+    #[allow(deprecated)]
+    impl Notices for Logged {
+        fn progress(&self, _: f64, _: Option<f64>, _: Option<String>) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+        fn log(&self, _: rmcp::model::LoggingMessageNotificationParam) -> BoxFuture<'static, ()> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {})
+        }
+        fn log_level(&self) -> Option<rmcp::model::LoggingLevel> {
+            None
+        }
+    }
+
+    #[tokio::test]
+    #[allow(deprecated)]
+    async fn an_answer_waits_for_the_log_messages_read_before_it() {
+        let callers = Callers::default();
+        let notices = Arc::new(Logged::default());
+        let call = callers.enter(None, Some(notices.clone()));
+        call.caller().sent_with(rmcp::model::ProgressToken(
+            rmcp::model::NumberOrString::Number(9),
+        ));
+        // Read from the wire before the answer, passed on by tasks that run later.
+        callers.log_arrived();
+        callers.log_arrived();
+        let passing = callers.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let message = rmcp::model::LoggingMessageNotificationParam::new(
+                rmcp::model::LoggingLevel::Info,
+                json!("late"),
+            );
+            passing.log(&message).await;
+            passing.log(&message).await;
+        });
+        call.caller().settle().await;
+        assert_eq!(notices.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // Nothing pending: no wait; a message passed on with nothing counted leaves none.
+        let started = std::time::Instant::now();
+        call.caller().settle().await;
+        assert!(started.elapsed() < SETTLE);
     }
 
     fn elicit(message: &str) -> Question {
