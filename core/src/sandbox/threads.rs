@@ -138,8 +138,14 @@ mod tests {
             )
             .unwrap();
             seen.insert(rx.recv().unwrap());
-            // Time for the thread to put itself back on the list.
-            std::thread::sleep(Duration::from_millis(50));
+            // The thread puts itself back on the list after its job: wait until it has (a
+            // loaded machine may take a while), or the next job would start a thread of its own.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !idle().iter().any(|waiting| waiting.stack == stack)
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
         assert_eq!(
             seen.len(),

@@ -857,7 +857,9 @@ mod pipe_tests {
         let (_unread, output) = crate::platform::pipes::tests::pipe();
         let cancel = Arc::new(AtomicBool::new(true));
         let inbox = PipeInbox::new(WorkerPipes::new(reader, output).unwrap(), cancel.clone());
-        let quick = Duration::from_millis(20);
+        // `quick` where nothing may come; `ample` where a line was written (on Windows a reader
+        // thread passes it on, which a loaded machine may not schedule for a while).
+        let (quick, ample) = (Duration::from_millis(20), Duration::from_secs(30));
         assert!(matches!(
             inbox.recv_timeout(quick),
             Err(RecvTimeoutError::Timeout)
@@ -868,7 +870,7 @@ mod pipe_tests {
         writer
             .write_all(b"\"ok\":\"1\"}\n\n{\"t\":\"module\",\"id\":2,\"source\":null}\n{\"t\":")
             .unwrap();
-        let first = inbox.recv_timeout(quick).unwrap();
+        let first = inbox.recv_timeout(ample).unwrap();
         assert_eq!(
             first,
             ToEngine::Reply {
@@ -877,7 +879,7 @@ mod pipe_tests {
                 err: None
             }
         );
-        let second = inbox.recv_timeout(quick).unwrap();
+        let second = inbox.recv_timeout(ample).unwrap();
         assert_eq!(
             second,
             ToEngine::Module {
@@ -900,7 +902,7 @@ mod pipe_tests {
             }
         }
         assert!(cancel.load(Ordering::SeqCst));
-        assert_eq!(inbox.recv_timeout(quick).unwrap(), ToEngine::Cancel);
+        assert_eq!(inbox.recv_timeout(ample).unwrap(), ToEngine::Cancel);
         inbox.look();
         assert!(matches!(
             inbox.recv_timeout(quick),
