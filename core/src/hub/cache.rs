@@ -86,6 +86,11 @@ impl<V: Clone + Serialize> Kept<V> {
     /// The answer kept for `item` of `server` that `session` may be answered with, while
     /// fresh.
     pub fn get(&self, server: &str, item: &str, session: Option<&str>) -> Option<V> {
+        self.fresh(server, item, session).map(|(value, _)| value)
+    }
+
+    /// [`Kept::get`], with how long the answer stays fresh.
+    pub fn fresh(&self, server: &str, item: &str, session: Option<&str>) -> Option<(V, Duration)> {
         let mut state = self.lock();
         let now = Instant::now();
         let mut keys = vec![Key {
@@ -105,7 +110,9 @@ impl<V: Clone + Serialize> Kept<V> {
         }
         for key in keys {
             match state.entries.get(&key) {
-                Some(entry) if entry.until > now => return Some(entry.value.clone()),
+                Some(entry) if entry.until > now => {
+                    return Some((entry.value.clone(), entry.until - now));
+                }
                 Some(_) => state.remove(&key),
                 None => {}
             }
@@ -205,6 +212,22 @@ impl Reads {
         self.keep((server, uri), session, result, Duration::from_millis(ttl))
     }
 
+    /// The read of `uri` kept for `session`, while fresh, saying how long it stays so: its
+    /// `ttlMs` is what is left of the server's (a client that keeps it in turn keeps it no
+    /// longer than the server allowed from when it was read).
+    pub fn read(
+        &self,
+        server: &str,
+        uri: &str,
+        session: Option<&str>,
+    ) -> Option<ReadResourceResult> {
+        let (mut result, left) = self.fresh(server, uri, session)?;
+        // At least 1: a result kept is fresh, and 0 would say it is not.
+        let left = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+        result.ttl_ms = Some(result.ttl_ms.map_or(left, |ttl| ttl.min(left)));
+        Some(result)
+    }
+
     /// [`Kept::forget_item`] of a resource's reads.
     pub fn forget_uri(&self, server: &str, uri: &str) {
         self.forget_item(server, uri);
@@ -278,6 +301,8 @@ impl<V> State<V> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use rmcp::model::ResourceContents;
 
     use super::*;
@@ -308,6 +333,19 @@ mod tests {
         assert!(reads.get("s", "test://q", Some("a")).is_some());
         assert!(reads.get("s", "test://q", Some("b")).is_none());
         assert!(reads.get("s", "test://q", None).is_none());
+    }
+
+    #[test]
+    fn a_kept_read_says_what_is_left_of_its_ttl() {
+        let reads = Reads::default();
+        let kept = read("p", Some(60_000), Some(CacheScope::Public));
+        assert!(reads.put("s", "test://p", None, &kept));
+        std::thread::sleep(Duration::from_millis(30));
+        let again = reads.read("s", "test://p", Some("b")).unwrap();
+        let left = again.ttl_ms.unwrap();
+        assert!((1..=59_970).contains(&left), "{left}");
+        assert_eq!(again.cache_scope, Some(CacheScope::Public));
+        assert_eq!(again.contents, kept.contents);
     }
 
     #[test]

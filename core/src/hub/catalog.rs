@@ -905,7 +905,7 @@ impl Hub {
         let (slot, original) = self.resource_slot(uri).await?;
         let original: &str = &original;
         let server = slot.name.clone();
-        if let Some(kept) = self.inner.reads.get(&server, original, session) {
+        if let Some(kept) = self.inner.reads.read(&server, original, session) {
             return Ok((kept, true));
         }
         let unavailable = |why: String| CatalogError::Unavailable {
