@@ -319,11 +319,18 @@ impl Executor {
             consumed,
             session: &add_to_session,
         };
+        // Reads the engine gave again count as the Hub's own kept answers do.
+        let mut cached = prepared.bridge.cached();
+        for (server, given) in &outcome.cached {
+            cached = cached.saturating_add(*given);
+            let telemetry = self.gate.telemetry();
+            telemetry.cache_hits(server, "resource", u64::from(*given));
+        }
         let (mut rendered, accounting) = render_with(
             outcome,
             prepared.limits.max_output_bytes,
             Some(tokens),
-            prepared.bridge.cached(),
+            cached,
             self.summary,
         );
         if let Some(diverged) = prepared.bridge.diverged() {

@@ -55,6 +55,44 @@ async fn a_cacheable_resource_is_read_once_within_its_ttl() {
     tokio::time::timeout(BOUND, run).await.unwrap();
 }
 
+/// The same read again within one program is answered in the sandbox while fresh: the host (and
+/// so the audit log) sees it once. Where a policy judges the server, each read is asked for and
+/// judged as it comes.
+#[tokio::test]
+async fn the_same_read_again_is_answered_in_the_sandbox_unless_a_policy_judges_it() {
+    let judged = "[sandbox.limits.servers.fixtures]\nmax-tool-calls = 500\n";
+    for (policy, reaching) in [("", 1), (judged, 20)] {
+        let dir = TempDir::new("cache-sandbox");
+        let audit = dir.path().join("audit.jsonl");
+        let server = format!("[server]\naudit-log = {:?}\n", audit.display().to_string());
+        dir.write("runbyte.toml", &format!("{server}\n{}\n{policy}", config()));
+        let client = runbyte_tests::client(&dir).await;
+        let run = async {
+            let (text, error) =
+                call(&client, "execute_code", reads("test://cached-private", 20)).await;
+            assert!(!error, "{text}");
+            assert_eq!(
+                result_json(&text).as_array().map(Vec::len),
+                Some(1),
+                "{text}"
+            );
+            assert!(
+                text.contains("20 tool calls") && text.contains("19 from cache"),
+                "{text}"
+            );
+        };
+        tokio::time::timeout(BOUND, run).await.unwrap();
+        let log = std::fs::read_to_string(&audit).unwrap();
+        let reads = log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|line| line["event"] == "tool_call" && line["tool"] == "resources/read")
+            .count();
+        assert_eq!(reads, reaching, "policy {policy:?}:\n{log}");
+        client.cancel().await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_resource_update_empties_what_was_kept() {
     let dir = TempDir::new("cache-update");

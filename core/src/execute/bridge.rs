@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::gate::{Caller, Gate, Position, Request};
 use crate::{
     relay::{Asker, Asking, Origin, Point, Question, Recorded},
-    sandbox::{Determinism, Observed, ToolBridge, ToolCall},
+    sandbox::{Answer, Determinism, Observed, ToolBridge, ToolCall},
 };
 
 /// Counts of calls so far, for the policies' budgets.
@@ -610,6 +610,13 @@ impl ToolBridge for HubBridge {
     }
 
     fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>> {
+        let answering = self.answer(call);
+        Box::pin(async move { answering.await.map(|answer| answer.value) })
+    }
+
+    /// A read may be given again only where no journal records the run: a replay must meet
+    /// each of its first run's calls again (see [`crate::sandbox::Answer::fresh`]).
+    fn answer(&self, call: ToolCall) -> BoxFuture<'static, Result<Answer, String>> {
         if self.direct_only.contains(&call.server) {
             let refused = format!(
                 "server `{}` is exposed to clients directly (`expose = \"direct\"`), not to \
@@ -628,7 +635,7 @@ impl ToolBridge for HubBridge {
             return Box::pin(std::future::ready(Err(why.clone())));
         }
         if let Some(replayed) = self.replayed(index, &call) {
-            return Box::pin(std::future::ready(replayed));
+            return Box::pin(std::future::ready(replayed.map(Answer::from)));
         }
         let (gate, caller, trace) = (self.gate.clone(), self.caller.clone(), self.trace.clone());
         let journal = self.journal.clone();
@@ -666,7 +673,9 @@ impl ToolBridge for HubBridge {
                 notices: None,
                 pass_through: None,
             };
-            let result = gate.call(&caller, asker, &trace, request).await.value;
+            let passed = gate.call(&caller, asker, &trace, request).await;
+            let fresh = passed.fresh.filter(|_| recording.is_none());
+            let result = passed.value;
             if let Some((journal, called)) = recording
                 && let Ok(mut journal) = journal.lock()
             {
@@ -687,7 +696,7 @@ impl ToolBridge for HubBridge {
                     },
                 );
             }
-            result
+            result.map(|value| Answer { value, fresh })
         }
         .boxed()
     }

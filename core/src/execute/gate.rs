@@ -106,6 +106,10 @@ pub struct Passed {
     /// Why the call failed, as the Hub said it, when [`Request::keep_result`] asked (a direct
     /// call passes a server's JSON-RPC error or question on as it came).
     pub failure: Option<CallError>,
+    /// How long a program may be given the same value for the same call again without asking
+    /// (see [`crate::sandbox::Answer::fresh`]): a read its server said may be kept, of a server
+    /// no policy judges.
+    pub fresh: Option<Duration>,
 }
 
 impl Gate {
@@ -168,11 +172,13 @@ impl Gate {
         let mut outcome = CallOutcome::Failed;
         let mut denied = false;
         let mut failure = None;
+        let mut fresh = None;
         let watched = Watched {
             trace: span.context(),
             outcome: &mut outcome,
             denied: &mut denied,
             failure: &mut failure,
+            fresh: &mut fresh,
         };
         let (value, result) = match self.send(caller, asker, request, watched).await {
             Ok(sent) => sent,
@@ -197,6 +203,7 @@ impl Gate {
             );
         }
         Passed {
+            fresh: fresh.filter(|_| value.is_ok()),
             value,
             result,
             failure,
@@ -271,11 +278,11 @@ impl Gate {
                  has no \"model\"); programs cannot call it"
             ));
         }
-        let granted = if caller
+        let judged = caller
             .judges
             .iter()
-            .any(|judge| judge.judged.covers(&server))
-        {
+            .any(|judge| judge.judged.covers(&server));
+        let granted = if judged {
             // A keep shows as a write (of the session's store only), a recall as a read.
             let annotations = match keeps {
                 true => Some(Cow::Owned(kept::annotations(&tool))),
@@ -321,10 +328,14 @@ impl Gate {
             return Ok((Ok(value), None));
         }
         if reads_resource {
-            let read = self
+            let (read, fresh) = self
                 .read_resource((&caller.session, &caller.cached), &server, &arguments)
                 .await?;
             *watched.outcome = CallOutcome::Ok;
+            // A policy judges each call as it comes, so a read it judges is asked for each time.
+            if !judged {
+                *watched.fresh = fresh;
+            }
             return Ok((Ok(read), None));
         }
         // A result `[servers.<name>.cache]` keeps answers the same call while it is fresh.
@@ -398,13 +409,15 @@ impl Gate {
 
     /// Reads a resource for a program: `arguments.uri` is a URI a client reads (see
     /// [`crate::hub::Uris`]), of the call's server.
-    /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`).
+    /// The program gets the contents as the client would (`uri`, `mimeType`, `text` or `blob`),
+    /// and how long its server said they stay fresh (`ttlMs`, what is left of it for a read
+    /// kept).
     async fn read_resource(
         &self,
         (session, cached): (&str, &std::sync::atomic::AtomicU32),
         server: &str,
         arguments: &Value,
-    ) -> Result<Value, String> {
+    ) -> Result<(Value, Option<Duration>), String> {
         let uri = arguments
             .get("uri")
             .and_then(Value::as_str)
@@ -424,7 +437,14 @@ impl Gate {
             cached.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.telemetry.cache_hit(server, "resource");
         }
-        Ok(serde_json::to_value(result.contents).unwrap_or(Value::Null))
+        let fresh = result
+            .ttl_ms
+            .filter(|ttl| *ttl > 0)
+            .map(Duration::from_millis);
+        Ok((
+            serde_json::to_value(result.contents).unwrap_or(Value::Null),
+            fresh,
+        ))
     }
 }
 
@@ -436,6 +456,8 @@ struct Watched<'a> {
     denied: &'a mut bool,
     /// The Hub's error, kept for a caller that wants it as it came.
     failure: &'a mut Option<CallError>,
+    /// How long the answer may be given again ([`Passed::fresh`]).
+    fresh: &'a mut Option<Duration>,
 }
 
 /// How a call that reached the Hub ended.

@@ -97,6 +97,7 @@ fn outcome(result: Result<Value, ExecError>, logs: Vec<LogLine>, dropped: usize)
         duration: Duration::from_millis(12),
         queued: Duration::ZERO,
         held_argument_bytes: 0,
+        cached: Default::default(),
     }
 }
 

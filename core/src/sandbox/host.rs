@@ -494,7 +494,7 @@ pub(crate) async fn drive(
                         };
                         match refusal {
                             Some(refusal) => {
-                                let _ = reply_tx.send(ToEngine::Reply { id, ok: None, err: Some(refusal) });
+                                let _ = reply_tx.send(ToEngine::Reply { id, ok: None, err: Some(refusal), fresh_ms: None });
                             }
                             None => {
                                 let share = Held::new(&held, bytes);
@@ -559,9 +559,9 @@ async fn call(
         timeout,
         time_left: left,
     };
-    let (ok, err) = match tokio::time::timeout(bound, bridge.call(request)).await {
-        Ok(Ok(value)) => (Some(value.to_string()), None),
-        Ok(Err(message)) => (None, Some(message)),
+    let (ok, err, fresh) = match tokio::time::timeout(bound, bridge.answer(request)).await {
+        Ok(Ok(answer)) => (Some(answer.value.to_string()), None, answer.fresh),
+        Ok(Err(message)) => (None, Some(message), None),
         Err(_) if bound < call_timeout => return None,
         Err(_) => (
             None,
@@ -569,9 +569,18 @@ async fn call(
                 "{server}.{tool} timed out after {}",
                 human_duration(timeout)
             )),
+            None,
         ),
     };
-    Some(ToEngine::Reply { id, ok, err })
+    let fresh_ms = fresh
+        .map(|fresh| fresh.min(super::MAX_FRESH).as_millis() as u64)
+        .filter(|ms| *ms > 0);
+    Some(ToEngine::Reply {
+        id,
+        ok,
+        err,
+        fresh_ms,
+    })
 }
 
 /// A call's share of the argument bytes the host holds, given back when the call ends.

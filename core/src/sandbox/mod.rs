@@ -255,11 +255,39 @@ impl Determinism {
     }
 }
 
+/// A call's answer, and how long the program may be given it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// What the program's `await` yields.
+    pub value: Value,
+    /// How long the engine may answer the same call (the same server, tool and arguments) of
+    /// the same execution with `value` again, without asking the bridge: a read whose server
+    /// said it may be kept, when nothing would judge the same call differently the second time.
+    /// At most [`MAX_FRESH`]; each such answer counts in [`Outcome::cached`].
+    pub fresh: Option<Duration>,
+}
+
+impl From<Value> for Answer {
+    fn from(value: Value) -> Self {
+        Answer { value, fresh: None }
+    }
+}
+
+/// The longest an engine gives an answer again: an execution runs no longer.
+pub const MAX_FRESH: Duration = Duration::from_secs(24 * 3600);
+
 /// Where tool calls go: the host's policy check and the Hub.
 pub trait ToolBridge: Send + Sync {
     /// Makes one call. `Ok(value)` is what the program's `await` yields; `Err(message)` is thrown
     /// in the program as an `Error` with that message.
     fn call(&self, call: ToolCall) -> BoxFuture<'static, Result<Value, String>>;
+
+    /// [`ToolBridge::call`], saying how long its answer may be given again
+    /// ([`Answer::fresh`]). Default: never.
+    fn answer(&self, call: ToolCall) -> BoxFuture<'static, Result<Answer, String>> {
+        let called = self.call(call);
+        Box::pin(async move { called.await.map(Answer::from) })
+    }
 
     /// Whether the bridge bounds each call itself (by `timeout`, or by a longer time a policy
     /// grants a tool, never past `time_left`). If not (the default), the sandbox stops a call at
@@ -340,6 +368,8 @@ pub struct Outcome {
     pub calls: u32,
     /// Tool calls that failed (rejected in the program).
     pub failed_calls: u32,
+    /// Of the calls, those the engine answered itself ([`Answer::fresh`]), by server.
+    pub cached: std::collections::BTreeMap<String, u32>,
     /// Wall-clock time, waiting included.
     pub duration: Duration,
     /// Of it, the time spent waiting for a place among the running executions.
@@ -681,6 +711,7 @@ fn refused(error: ExecError) -> Ending {
         calls: 0,
         failed_calls: 0,
         logs_dropped: 0,
+        cached: Default::default(),
     })
 }
 
@@ -721,6 +752,7 @@ fn transpile_lost(message: String) -> Ending {
         calls: 0,
         failed_calls: 0,
         logs_dropped: 0,
+        cached: Default::default(),
     })
 }
 
@@ -731,6 +763,7 @@ fn failed(error: ExecError) -> Outcome {
         logs_dropped: 0,
         calls: 0,
         failed_calls: 0,
+        cached: Default::default(),
         duration: Duration::ZERO,
         queued: Duration::ZERO,
         held_argument_bytes: 0,
@@ -750,13 +783,18 @@ fn finish(ending: Ending, gathered: Gathered, limits: &Limits) -> Outcome {
         started: _,
         held_peak,
     } = gathered;
+    // An execution stopped from outside gave no report: the calls the host saw are all it knows.
+    let mut cached = std::collections::BTreeMap::new();
     let (result, calls, failed_calls, engine_dropped) = match ending {
-        Ending::Done(report) => (
-            report.result,
-            report.calls,
-            report.failed_calls,
-            report.logs_dropped.max(engine_dropped),
-        ),
+        Ending::Done(report) => {
+            cached = report.cached;
+            (
+                report.result,
+                report.calls,
+                report.failed_calls,
+                report.logs_dropped.max(engine_dropped),
+            )
+        }
         Ending::Stopped(ErrorKind::Cancelled) => (
             Err(ExecError::new(
                 ErrorKind::Cancelled,
@@ -802,6 +840,7 @@ fn finish(ending: Ending, gathered: Gathered, limits: &Limits) -> Outcome {
         logs_dropped,
         calls,
         failed_calls,
+        cached,
         duration: Duration::ZERO,
         queued: Duration::ZERO,
         held_argument_bytes: held_peak,

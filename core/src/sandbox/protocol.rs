@@ -13,6 +13,7 @@
 //! worker → host   {"t":"call","id":3,"server":"demo","tool":"echo","arguments":{…}}
 //!                  (recording: also "observed":{"clock":[…],"turns":[{"reply":1},{"timer":2}]})
 //! host → worker   {"t":"reply","id":3,"ok":"{\"content\":[…]}"}   or   {"t":"reply","id":3,"err":"…"}
+//!                  (a read that may be given again: also "fresh_ms":59000)
 //! worker → host   {"t":"log","level":"log","text":"hello"}
 //! worker → host   {"t":"dropped","bytes":123456}                  console bytes dropped so far
 //! host → worker   {"t":"cancel"}
@@ -29,13 +30,15 @@
 //! A reply carries the tool's result as JSON text, parsed by QuickJS itself, so that no depth
 //! limit of a JSON parser in between applies. The worker exits when its stdin closes.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Determinism, ExecError, Observed, Transpiled};
 
 /// Bumped whenever a message changes shape; a worker of another version is refused.
-pub(crate) const PROTOCOL_VERSION: u32 = 3;
+pub(crate) const PROTOCOL_VERSION: u32 = 4;
 
 /// The limits an engine enforces itself (the bridge's limits are the host's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +110,10 @@ pub(crate) enum ToEngine {
         ok: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         err: Option<String>,
+        /// How long the program may be given `ok` again for the same call without asking
+        /// (see [`super::Answer::fresh`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fresh_ms: Option<u64>,
     },
     Cancel,
     /// Transpile a source and answer, running nothing (thread isolation's larger sources).
@@ -177,4 +184,7 @@ pub(crate) struct Report {
     pub calls: u32,
     pub failed_calls: u32,
     pub logs_dropped: usize,
+    /// Calls the engine answered itself, by server (see [`super::Answer::fresh`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cached: BTreeMap<String, u32>,
 }

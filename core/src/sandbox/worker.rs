@@ -177,6 +177,7 @@ impl Worker {
                                 calls: 0,
                                 failed_calls: 0,
                                 logs_dropped: 0,
+                                cached: Default::default(),
                             },
                         });
                         return None;

@@ -223,8 +223,8 @@ impl Metrics {
         }
     }
 
-    /// One answer from the cache of `server`'s results (`kind`: `resource`).
-    pub(super) fn cache_hit(&self, server: &str, kind: &'static str) {
+    /// `hits` answers from the cache of `server`'s results (`kind`: `resource`, `tool`).
+    pub(super) fn cache_hits(&self, server: &str, kind: &'static str, hits: u64) {
         let server = if self.known.contains(server) {
             server
         } else {
@@ -235,7 +235,7 @@ impl Metrics {
                 server: server.to_owned(),
                 kind,
             })
-            .inc();
+            .inc_by(hits);
     }
 
     /// The metrics as OpenMetrics text, with the servers' states (name, `starting` | `ready` |

@@ -242,11 +242,18 @@ impl Telemetry {
         }
     }
 
-    /// Counts an answer given from the reads kept by a server's caching hints (`kind`:
-    /// `resource`), instead of asking the server.
+    /// Counts an answer given from what Runbyte kept of a server's answers (`kind`:
+    /// `resource`, `tool`), instead of asking the server.
     pub fn cache_hit(&self, server: &str, kind: &'static str) {
-        if let Some(metrics) = &self.metrics {
-            metrics.cache_hit(server, kind);
+        self.cache_hits(server, kind, 1);
+    }
+
+    /// Counts `hits` such answers.
+    pub fn cache_hits(&self, server: &str, kind: &'static str, hits: u64) {
+        if let Some(metrics) = &self.metrics
+            && hits > 0
+        {
+            metrics.cache_hits(server, kind, hits);
         }
     }
 

@@ -247,6 +247,20 @@ fn call_tool<'js>(
         Err(tojson::ArgError::Bad(why)) => return refuse(format!("{server}.{tool}: {why}")),
         Err(tojson::ArgError::Stopped(thrown)) => return Err(ctx.throw(thrown)),
     };
+    // The same read again, while the host said its answer stays fresh: answered here.
+    let memo = super::memo::key(&server, &tool, &arguments);
+    if let Some(key) = &memo {
+        let given = shared
+            .memo
+            .borrow_mut()
+            .give(&server, key, Instant::now())
+            .map(str::to_owned);
+        if let Some(text) = given {
+            let value = ctx.json_parse(text)?;
+            resolve.call::<_, ()>((value,))?;
+            return Ok(promise);
+        }
+    }
     let id = next_id();
     let number = shared.calls_sent.get() + 1;
     shared.calls_sent.set(number);
@@ -256,6 +270,7 @@ fn call_tool<'js>(
             resolve: Persistent::save(ctx, resolve),
             reject: Persistent::save(ctx, reject.clone()),
             number,
+            memo,
         },
     );
     let observed = shared.nondet.borrow_mut().take_seen();

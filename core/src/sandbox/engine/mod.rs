@@ -13,6 +13,7 @@ mod failure;
 mod ffi;
 mod globals;
 mod loader;
+mod memo;
 mod nondet;
 mod render;
 mod tojson;
@@ -315,6 +316,8 @@ pub(crate) struct Shared {
     nondet: RefCell<nondet::Nondet>,
     /// Tool calls sent to the host so far (a call's number in [`Turn::Reply`]).
     calls_sent: Cell<u32>,
+    /// Answers the host said may be given again, and those given.
+    memo: RefCell<memo::Memo>,
     js: RefCell<JsState>,
 }
 
@@ -330,18 +333,22 @@ struct JsState {
     originals: Option<Originals>,
 }
 
-/// A tool call waiting for its reply: its promise's functions and its number.
+/// A tool call waiting for its reply: its promise's functions, its number, and what its
+/// answer is kept under if the host says it may be given again ([`memo::key`]).
 struct Pending {
     resolve: Persistent<Function<'static>>,
     reject: Persistent<Function<'static>>,
     number: u32,
+    memo: Option<String>,
 }
 
-/// A tool call's reply: the result's JSON text, or the error's message.
+/// A tool call's reply: the result's JSON text, or the error's message; and how long the
+/// result may be given again.
 struct Reply {
     id: u64,
     ok: Option<String>,
     err: Option<String>,
+    fresh_ms: Option<u64>,
 }
 
 /// A timer's callback and extra arguments.
@@ -453,6 +460,7 @@ pub(crate) fn run(
         loaded: RefCell::new(HashMap::new()),
         nondet: RefCell::new(nondet::Nondet::new(determinism)),
         calls_sent: Cell::new(0),
+        memo: RefCell::default(),
         js: RefCell::new(JsState::default()),
     });
     let result =
@@ -467,6 +475,7 @@ pub(crate) fn run(
         calls: shared.calls.get(),
         failed_calls: shared.failed_calls.get(),
         logs_dropped: shared.logs_dropped.get(),
+        cached: shared.memo.borrow_mut().given(),
     };
     // The runtime left for `between_runs` (its functions, its loader) still holds `shared`:
     // the link is swapped out for one that goes nowhere.
@@ -717,7 +726,21 @@ fn settle<'js>(
             .borrow_mut()
             .next(wake.saturating_duration_since(now));
         match message {
-            Ok(ToEngine::Reply { id, ok, err }) => deliver(ctx, shared, Reply { id, ok, err })?,
+            Ok(ToEngine::Reply {
+                id,
+                ok,
+                err,
+                fresh_ms,
+            }) => deliver(
+                ctx,
+                shared,
+                Reply {
+                    id,
+                    ok,
+                    err,
+                    fresh_ms,
+                },
+            )?,
             Ok(ToEngine::Cancel) | Err(true) => shared.cancel.store(true, Ordering::Relaxed),
             Ok(_) | Err(false) => {}
         }
@@ -778,8 +801,18 @@ fn replay_turn<'js>(ctx: &Ctx<'js>, shared: &Shared, turn: Turn) -> Result<(), S
             let left = shared.deadline.saturating_duration_since(Instant::now());
             let message = shared.link.borrow_mut().next(left);
             match message {
-                Ok(ToEngine::Reply { id, ok, err }) => {
-                    let reply = Reply { id, ok, err };
+                Ok(ToEngine::Reply {
+                    id,
+                    ok,
+                    err,
+                    fresh_ms,
+                }) => {
+                    let reply = Reply {
+                        id,
+                        ok,
+                        err,
+                        fresh_ms,
+                    };
                     let of = shared.js.borrow().pending.get(&id).map(|p| p.number);
                     match of {
                         Some(of) if of == number => {
@@ -802,15 +835,28 @@ fn replay_turn<'js>(ctx: &Ctx<'js>, shared: &Shared, turn: Turn) -> Result<(), S
 
 /// Settles a tool call's promise with the host's reply.
 fn deliver<'js>(ctx: &Ctx<'js>, shared: &Shared, reply: Reply) -> Result<(), Stop<'js>> {
-    let Reply { id, ok, err } = reply;
+    let Reply {
+        id,
+        ok,
+        err,
+        fresh_ms,
+    } = reply;
     let Some(Pending {
         resolve,
         reject,
         number,
+        memo,
     }) = shared.js.borrow_mut().pending.remove(&id)
     else {
         return Ok(());
     };
+    if let (Some(key), Some(ms), Some(text)) = (memo, fresh_ms, &ok) {
+        let fresh = Duration::from_millis(ms);
+        shared
+            .memo
+            .borrow_mut()
+            .keep(key, text, fresh, Instant::now());
+    }
     shared.nondet.borrow_mut().took(Turn::Reply(number));
     let host = |e: rquickjs::Error| Stop::from_error(ctx, e);
     let resolve = resolve.restore(ctx).map_err(host)?;
@@ -876,7 +922,8 @@ mod pipe_tests {
             ToEngine::Reply {
                 id: 1,
                 ok: Some("1".to_owned()),
-                err: None
+                err: None,
+                fresh_ms: None
             }
         );
         let second = inbox.recv_timeout(ample).unwrap();
