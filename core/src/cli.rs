@@ -319,6 +319,9 @@ pub fn main() -> ExitCode {
         Command::Serve { listen, .. }
             if listen.as_deref().unwrap_or(&config.server.listen) == "stdio"
     );
+    if matches!(command, Command::Serve { .. }) {
+        crate::platform::memory::one_arena_per_core();
+    }
     block_on_with(one_client.then_some(1), async move {
         match command {
             Command::Serve { listen, bind } => serve(config, listen, bind).await,

@@ -320,6 +320,9 @@ impl CodegenDriver {
             );
         }
         self.vfs.swap(snapshot);
+        // The last snapshot and this one's temporaries are free now: their pages go back.
+        drop(state);
+        let _ = tokio::task::spawn_blocking(crate::platform::memory::give_back_free_memory).await;
     }
 
     async fn call_dialect<T: Serialize>(

@@ -15,6 +15,8 @@ use std::{
 use rmcp::model::CallToolResult;
 use serde::{Deserialize, Serialize};
 
+mod bpe;
+
 /// The encoding counted in.
 pub const ENCODING: &str = "o200k_base";
 /// The most bytes of one text that are tokenized; past it the count is extrapolated.
@@ -61,16 +63,25 @@ static LOADED: std::sync::LazyLock<tokio::sync::watch::Sender<bool>> =
 /// are estimated.
 const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The encoding, its tables loaded on first use (once; later calls return at once).
-fn encoder() -> &'static tiktoken_rs::CoreBPE {
-    let encoder = tiktoken_rs::o200k_base_singleton();
+/// The encoding's counter ([`bpe`]), its tables loaded on first use (once; later calls return
+/// at once); `None` if they did not load (then counts are estimated, and an ERROR said why).
+fn counter() -> Option<&'static bpe::Counter> {
+    static COUNTER: std::sync::LazyLock<Option<bpe::Counter>> = std::sync::LazyLock::new(|| {
+        let counter = bpe::Counter::o200k_base()
+            .inspect_err(|why| tracing::error!("the {ENCODING} tables did not load: {why}"))
+            .ok();
+        // Reading them built tiktoken's own tables, dropped since.
+        crate::platform::memory::give_back_free_memory();
+        counter
+    });
+    let counter = COUNTER.as_ref();
     LOADED.send_replace(true);
-    encoder
+    counter
 }
 
 /// Loads the encoding's tables.
 pub fn warm() {
-    let _ = encoder();
+    let _ = counter();
 }
 
 /// The tokens of `text` in [`ENCODING`]: exact up to [`MAX_COUNTED_BYTES`], extrapolated past it.
@@ -86,7 +97,13 @@ fn count_prefix(prefix: &str, total: usize) -> Count {
         cut -= 1;
     }
     let counted = &prefix[..cut];
-    let tokens = encoder().encode_ordinary(counted).len() as u64;
+    let Some(counter) = counter() else {
+        return Count {
+            tokens: (total as u64).div_ceil(4),
+            estimated: true,
+        };
+    };
+    let tokens = counter.count(counted) as u64;
     if cut >= total {
         return Count {
             tokens,
