@@ -12,7 +12,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -338,8 +338,11 @@ function gatewayConfig(name, server, expose) {
   return file;
 }
 
+// Each gateway starts from a state folder of its own: what one learnt (the result types it
+// infers from calls) would otherwise lengthen the next one's signatures.
 async function gatewayWith(file) {
-  return connect(runbyte, ["serve", "--config", file], { RUNBYTE_LOG: "warn", XDG_STATE_HOME: join(work, "state") });
+  const state = join(work, `state-${basename(file, ".toml")}`);
+  return connect(runbyte, ["serve", "--config", file], { RUNBYTE_LOG: "warn", XDG_STATE_HOME: state });
 }
 
 // Code mode's careful agent: a search (each hit gives the import and signature), the program.
