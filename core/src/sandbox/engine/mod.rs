@@ -850,13 +850,6 @@ fn deliver<'js>(ctx: &Ctx<'js>, shared: &Shared, reply: Reply) -> Result<(), Sto
     else {
         return Ok(());
     };
-    if let (Some(key), Some(ms), Some(text)) = (memo, fresh_ms, &ok) {
-        let fresh = Duration::from_millis(ms);
-        shared
-            .memo
-            .borrow_mut()
-            .keep(key, text, fresh, Instant::now());
-    }
     shared.nondet.borrow_mut().took(Turn::Reply(number));
     let host = |e: rquickjs::Error| Stop::from_error(ctx, e);
     let resolve = resolve.restore(ctx).map_err(host)?;
@@ -866,20 +859,33 @@ fn deliver<'js>(ctx: &Ctx<'js>, shared: &Shared, reply: Reply) -> Result<(), Sto
         reject.call::<_, ()>((reason,))
     };
     match (ok, err) {
-        (Some(text), _) => match ctx.json_parse(text).catch(ctx) {
-            Ok(value) => resolve.call::<_, ()>((value,)).map_err(host),
-            Err(caught) => {
-                let reason = match caught {
-                    rquickjs::CaughtError::Exception(e) => e.into_value(),
-                    rquickjs::CaughtError::Value(v) => v,
-                    rquickjs::CaughtError::Error(e) => {
-                        globals::error_value(ctx, &format!("the tool's result is unreadable: {e}"))
-                            .map_err(host)?
+        (Some(text), _) => {
+            // A read that may be given again is kept once it is known to parse (a hit parses
+            // it the same way); only then is its text copied.
+            let keep = memo.zip(fresh_ms).map(|(key, ms)| (key, ms, text.clone()));
+            match ctx.json_parse(text).catch(ctx) {
+                Ok(value) => {
+                    if let Some((key, ms, text)) = keep {
+                        let fresh = Duration::from_millis(ms);
+                        let mut kept = shared.memo.borrow_mut();
+                        kept.keep(key, &text, fresh, Instant::now());
                     }
-                };
-                failed(reason).map_err(host)
+                    resolve.call::<_, ()>((value,)).map_err(host)
+                }
+                Err(caught) => {
+                    let reason = match caught {
+                        rquickjs::CaughtError::Exception(e) => e.into_value(),
+                        rquickjs::CaughtError::Value(v) => v,
+                        rquickjs::CaughtError::Error(e) => globals::error_value(
+                            ctx,
+                            &format!("the tool's result is unreadable: {e}"),
+                        )
+                        .map_err(host)?,
+                    };
+                    failed(reason).map_err(host)
+                }
             }
-        },
+        }
         (None, err) => {
             let message = err.unwrap_or_else(|| "the tool call failed".to_owned());
             let reason = globals::error_value(ctx, &message).map_err(host)?;
