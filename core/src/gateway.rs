@@ -31,6 +31,8 @@ struct DirectNaming {
     tools: std::collections::HashMap<(String, String), rmcp::model::Tool>,
     /// The ready `auto` servers that do not fit the direct budget now.
     unfit: Vec<String>,
+    /// Whether clients see the direct tools without Runbyte's own (see [`auto`]).
+    alone: bool,
 }
 
 /// Why the gateway could not start.
@@ -85,6 +87,8 @@ pub struct Gateway {
     warned: names::Warned,
     /// The `expose = "auto"` servers' catalogues, weighed once each (see [`auto`]).
     weighed: auto::Weighed,
+    /// Whether the last listing showed the direct tools alone (see [`auto`]).
+    alone: std::sync::atomic::AtomicBool,
 }
 
 impl Gateway {
@@ -262,6 +266,7 @@ impl Gateway {
             ready_tx,
             warned: names::Warned::default(),
             weighed: auto::Weighed::default(),
+            alone: Default::default(),
         })
     }
 
@@ -277,6 +282,9 @@ impl Gateway {
             }
         }
         let auto = self.choose_auto(views.iter().map(|(server, _, view)| (server, view)));
+        let alone = auto.iter().any(|choice| choice.alone.is_some());
+        self.alone
+            .store(alone, std::sync::atomic::Ordering::Relaxed);
         let unfit: Vec<String> = auto
             .into_iter()
             .filter(|choice| !choice.direct)
@@ -303,6 +311,7 @@ impl Gateway {
             naming,
             tools,
             unfit,
+            alone,
         }
     }
 
@@ -317,19 +326,41 @@ impl Gateway {
         self.choose_auto(views.iter().map(|(server, view)| (server, view)))
     }
 
-    /// [`auto::choose`] over the ready `auto` servers among `views`.
+    /// [`auto::choose`] over the ready `auto` servers among `views` (which hold every `auto`
+    /// server that has a view): alone when every enabled server is `auto` or `direct` and
+    /// every `auto` one is ready.
     fn choose_auto<'a>(
         &self,
         views: impl Iterator<Item = (&'a String, &'a crate::hub::ServerView)>,
     ) -> Vec<auto::AutoChoice> {
+        use crate::config::Expose;
         let candidates: Vec<(String, u64)> = views
             .filter(|(server, view)| {
-                self.config.exposure(server) == crate::config::Expose::Auto
+                self.config.exposure(server) == Expose::Auto
                     && view.status == crate::hub::Status::Ready
             })
             .map(|(server, view)| (server.clone(), self.weighed.weigh(server, &view.tools)))
             .collect();
-        auto::choose(&candidates, self.config.direct_budget())
+        let auto_servers = self
+            .config
+            .enabled_servers()
+            .filter(|(server, _)| self.config.exposure(server) == Expose::Auto)
+            .count();
+        let may_be_alone = self.config.may_list_alone() && auto_servers == candidates.len();
+        let budget = self.config.direct_budget();
+        let alone = may_be_alone.then(|| budget.saturating_add(crate::own_tools::surface_tokens()));
+        auto::choose(&candidates, budget, alone)
+    }
+
+    /// Whether the last listing showed clients the direct tools without Runbyte's own (see
+    /// [`auto`]): what the handshake's instructions follow.
+    pub fn listed_alone(&self) -> bool {
+        self.alone.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Decides again whether clients see the direct tools alone, and says so.
+    pub async fn lists_alone(&self) -> bool {
+        self.direct_naming(false).await.alone
     }
 
     /// The direct names left out (see [`names`]), each with why, sorted: for `runbyte tools`.

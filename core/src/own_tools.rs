@@ -379,6 +379,22 @@ impl<'a> Own<'a> for SaveSkill<'a> {
     };
 }
 
+/// How a client learns the workflow, in a few lines (kept short: every client loads it).
+pub const INSTRUCTIONS: &str = "Runbyte turns MCP servers' tools into typed functions. Explore \
+with list_directory('/servers'), read_file or search_tools, then execute_code a short TypeScript \
+program that imports from './servers/<server>' and returns only what you need; intermediate data \
+stays in the sandbox. save_skill keeps a program for later.";
+
+/// The estimated tokens (JSON bytes / 4, as [`crate::gateway::auto`] weighs a server's) of
+/// Runbyte's own surface: its tools and [`INSTRUCTIONS`], which every client loads with each
+/// conversation.
+pub fn surface_tokens() -> u64 {
+    static TOKENS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOKENS.get_or_init(|| {
+        crate::gateway::auto::estimated_tokens(&tools()) + (INSTRUCTIONS.len() as u64).div_ceil(4)
+    })
+}
+
 /// Runbyte's tools, in the order `tools/list` gives them. Every client loads these with each
 /// conversation: kept short (with the instructions, under 2 KB; `scripts/token-bench`
 /// measures it).

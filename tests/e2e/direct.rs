@@ -300,3 +300,73 @@ async fn auto_lists_what_fits_the_budget_and_drops_a_catalogue_that_grows() {
     .await;
     assert!(ran.contains("from code") && ran.contains("rec-7"), "{ran}");
 }
+
+/// `expose = "auto"` when every server is `auto`, their definitions fit the direct budget plus
+/// Runbyte's own surface: clients see the server's tools alone (no code-mode tools, no code-mode
+/// instructions; the only server's under their own names), Runbyte's own tools stay callable;
+/// a catalogue that grows past it brings code mode back, and clients are told.
+#[tokio::test]
+async fn auto_lists_a_small_catalogue_alone_until_it_grows() {
+    let dir = TempDir::new("direct-alone");
+    // The test server's 21 tools weigh about 1,350 estimated tokens: over a direct budget of
+    // 1,000, within it plus Runbyte's own surface (about 500).
+    let config = config_of(&[test_server_table("t", &[], "pin = \"off\"")]).replacen(
+        "\n\n",
+        "\n\n[server]\nexpose = \"auto\"\ndirect-budget = 1000\n\n",
+        1,
+    );
+    dir.write("runbyte.toml", &config);
+
+    let tools = run(dir.path(), &["tools"]);
+    assert!(
+        tools
+            .stdout
+            .contains("to clients directly without Runbyte's own tools")
+            && tools.stdout.contains("as `<tool>`"),
+        "{}",
+        tools.stdout
+    );
+
+    let client = client(&dir).await;
+    // The handshake waited for the server: its instructions already match the listing.
+    let info = client.peer().peer_info().unwrap();
+    assert!(info.instructions.is_none(), "{:?}", info.instructions);
+    let names = listed(&client).await;
+    assert!(
+        names.iter().any(|n| n == "echo") && !names.iter().any(|n| n == "execute_code"),
+        "{names:?}"
+    );
+    let (echoed, error) = call(&client, "echo", json!({"message": "hi"})).await;
+    assert!(!error && echoed.contains("hi"), "{echoed}");
+    // Unlisted, Runbyte's own tools still answer.
+    let (ran, error) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { echo } from './servers/t';\n\
+                        export default await echo({ message: 'from code' });"}),
+    )
+    .await;
+    assert!(!error && ran.contains("from code"), "{ran}");
+
+    // The catalogue grows past both budgets: code mode is back, and the direct tools leave.
+    let long = "x".repeat(9000);
+    let (changed, error) = call(
+        &client,
+        "change_tools",
+        json!({"tool": "echo", "description": long}),
+    )
+    .await;
+    assert!(!error, "{changed}");
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        names = listed(&client).await;
+        if names.iter().any(|n| n == "execute_code") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        names.iter().any(|n| n == "execute_code") && !names.iter().any(|n| n == "echo"),
+        "{names:?}"
+    );
+}

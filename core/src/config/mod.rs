@@ -921,11 +921,37 @@ impl Config {
             .unwrap_or(self.server.infer_results)
     }
 
+    /// Whether clients could see direct tools alone, without Runbyte's own: every enabled
+    /// server is `auto` or `direct`, and one is `auto` (see `crate::gateway::auto`).
+    pub fn may_list_alone(&self) -> bool {
+        let exposures: Vec<Expose> = self
+            .enabled_servers()
+            .map(|(name, _)| self.exposure(name))
+            .collect();
+        exposures
+            .iter()
+            .all(|expose| matches!(expose, Expose::Auto | Expose::Direct))
+            && exposures.contains(&Expose::Auto)
+    }
+
     /// The enabled servers whose tools are exposed directly, with the prefix of their names.
+    /// The only enabled server, `auto` and without a `direct-prefix`, lists its tools under
+    /// their own names: it is listed directly only alone (see `crate::gateway::auto`), where
+    /// clients then see what the server itself lists.
     pub fn direct_servers(&self) -> Vec<(String, String)> {
+        let lone_auto = self.enabled_servers().count() == 1;
         self.enabled_servers()
             .filter(|(name, _)| self.exposure(name).direct())
-            .map(|(name, server)| (name.clone(), Self::prefix_of(name, server)))
+            .map(|(name, server)| {
+                let own_names = lone_auto
+                    && server.direct_prefix.is_none()
+                    && self.exposure(name) == Expose::Auto;
+                let prefix = match own_names {
+                    true => String::new(),
+                    false => Self::prefix_of(name, server),
+                };
+                (name.clone(), prefix)
+            })
             .collect()
     }
 

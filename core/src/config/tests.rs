@@ -372,6 +372,14 @@ fn auto_exposure_is_in_code_and_may_be_direct_within_a_budget() {
     assert_eq!(config.direct_budget(), DEFAULT_DIRECT_BUDGET);
     // Its prefix is checked like any directly exposed server's.
     assert_eq!(config.direct_servers(), [("a".to_owned(), "a_".to_owned())]);
+    // The only server, `auto`, lists its tools under their own names, unless it has a prefix.
+    let config = parse("[server]\nexpose = \"auto\"\n[servers.a]\ncommand = \"x\"\n").unwrap();
+    assert_eq!(config.direct_servers(), [("a".to_owned(), String::new())]);
+    let config =
+        parse("[servers.a]\ncommand = \"x\"\nexpose = \"auto\"\ndirect-prefix = \"a.\"\n").unwrap();
+    assert_eq!(config.direct_servers(), [("a".to_owned(), "a.".to_owned())]);
+    let config = parse("[servers.a]\ncommand = \"x\"\nexpose = \"direct\"\n").unwrap();
+    assert_eq!(config.direct_servers(), [("a".to_owned(), "a_".to_owned())]);
     let config = parse("[server]\ndirect-budget = 1200\n").unwrap();
     assert_eq!(config.direct_budget(), 1200);
     let e = error("[server]\ndirect-budget = -1\n");

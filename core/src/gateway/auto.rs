@@ -5,6 +5,15 @@
 //! `[server] direct-budget`. Every `auto` server stays in the VFS either way, so programs can
 //! still compose it; only what the client sees in `tools/list` changes, and a catalogue that
 //! grows past the budget leaves it (clients are told, `tools/list_changed`).
+//!
+//! When every enabled server is `auto` or `direct`, every `auto` one is ready, and the `auto`
+//! servers' definitions together fit the direct budget plus what Runbyte's own surface weighs
+//! (its tools and instructions, [`crate::own_tools::surface_tokens`]), clients see those tools
+//! **alone**: Runbyte's own tools leave `tools/list` and its instructions the handshake. Listed
+//! beside code mode, a catalogue of D tokens costs 2·(D + surface) over a lookup's two turns;
+//! alone, 2·D, the same as the server listed directly. The surface is the most it saves a turn,
+//! so the budget grows by it (the token bench: 5 and 10 generated tools cost no more than the
+//! server alone, a 9-tool real server of 2,360 tokens stays in code mode).
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -19,12 +28,22 @@ pub struct AutoChoice {
     pub tokens: u64,
     /// Whether its tools are listed directly too.
     pub direct: bool,
+    /// When clients see the direct tools alone (see the module), the budget that held them.
+    pub alone: Option<u64>,
 }
 
 impl AutoChoice {
     /// Why, in words, for `runbyte tools` and `check`.
     pub fn reason(&self, budget: u64) -> String {
-        if self.direct {
+        if let Some(alone) = self.alone {
+            format!(
+                "auto: to programs, and to clients directly without Runbyte's own tools (every \
+                 server is auto or direct, and the auto servers' definitions, about {} tokens of \
+                 them here, fit the direct budget of {budget} plus Runbyte's own surface: {alone} \
+                 together)",
+                self.tokens
+            )
+        } else if self.direct {
             format!(
                 "auto: to programs, and to clients directly (its definitions, about {} tokens, \
                  fit the direct budget of {budget})",
@@ -79,8 +98,27 @@ impl Weighed {
 }
 
 /// Of `candidates` (each server with its estimated tokens), those listed directly: the
-/// smallest first (ties by name), while their sum stays within `budget`.
-pub fn choose(candidates: &[(String, u64)], budget: u64) -> Vec<AutoChoice> {
+/// smallest first (ties by name), while their sum stays within `budget`. With `alone` (the
+/// budget when nothing but direct tools could be listed, see the module), every candidate
+/// when all fit it together.
+pub fn choose(candidates: &[(String, u64)], budget: u64, alone: Option<u64>) -> Vec<AutoChoice> {
+    let sum = candidates
+        .iter()
+        .try_fold(0u64, |sum, (_, tokens)| sum.checked_add(*tokens));
+    if let (Some(alone), Some(sum)) = (alone.filter(|_| budget > 0), sum)
+        && sum <= alone
+        && !candidates.is_empty()
+    {
+        return candidates
+            .iter()
+            .map(|(server, tokens)| AutoChoice {
+                server: server.clone(),
+                tokens: *tokens,
+                direct: true,
+                alone: Some(alone),
+            })
+            .collect();
+    }
     let mut sorted: Vec<&(String, u64)> = candidates.iter().collect();
     sorted.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
     let mut spent = 0u64;
@@ -100,6 +138,7 @@ pub fn choose(candidates: &[(String, u64)], budget: u64) -> Vec<AutoChoice> {
             server: server.clone(),
             tokens: *tokens,
             direct: direct.contains(server.as_str()),
+            alone: None,
         })
         .collect()
 }
@@ -114,7 +153,7 @@ mod tests {
             .iter()
             .map(|(server, tokens)| (server.to_string(), *tokens))
             .collect();
-        choose(&owned, budget)
+        choose(&owned, budget, None)
             .into_iter()
             .filter(|choice| choice.direct)
             .map(|choice| choice.server)
@@ -147,6 +186,7 @@ mod tests {
                 ("c".to_owned(), 900),
             ],
             400,
+            None,
         );
         let reason = |server: &str| {
             choices
@@ -170,6 +210,42 @@ mod tests {
             "{}",
             reason("c")
         );
+    }
+
+    #[test]
+    fn catalogues_that_fit_with_the_surface_are_listed_alone() {
+        let owned = |candidates: &[(&str, u64)]| -> Vec<(String, u64)> {
+            candidates
+                .iter()
+                .map(|(server, tokens)| (server.to_string(), *tokens))
+                .collect()
+        };
+        // 700 tokens do not fit the direct budget of 400, but do with a surface of 500.
+        let choices = choose(&owned(&[("a", 300), ("b", 400)]), 400, Some(900));
+        assert!(choices.iter().all(|c| c.direct && c.alone == Some(900)));
+        let why = choices[0].reason(400);
+        assert!(
+            why.contains("without Runbyte's own tools") && why.contains("900 together"),
+            "{why}"
+        );
+        // One more token and it is the budget alone again: the smallest that fit beside code.
+        let choices = choose(&owned(&[("a", 300), ("b", 601)]), 400, Some(900));
+        assert!(choices.iter().all(|c| c.alone.is_none()));
+        assert_eq!(
+            choices.iter().filter(|c| c.direct).count(),
+            1,
+            "{choices:?}"
+        );
+        // A direct budget of 0 lists nothing directly, alone or not; nothing to list is not
+        // alone; an overflowing sum fits nothing alone.
+        assert!(
+            choose(&owned(&[("a", 1)]), 0, Some(500))
+                .iter()
+                .all(|c| !c.direct)
+        );
+        assert!(choose(&[], 400, Some(900)).is_empty());
+        let choices = choose(&owned(&[("a", u64::MAX), ("b", 1)]), 400, Some(u64::MAX));
+        assert!(choices.iter().all(|c| c.alone.is_none()));
     }
 
     #[test]

@@ -40,12 +40,6 @@ use crate::own_tools::{
     self as tools, ExecuteCode, ListDirectory, NotOwn, OwnTool, ReadFile, SaveSkill, SearchTools,
 };
 
-/// How a client learns the workflow, in a few lines (kept short: every client loads it).
-pub const INSTRUCTIONS: &str = "Runbyte turns MCP servers' tools into typed functions. Explore \
-with list_directory('/servers'), read_file or search_tools, then execute_code a short TypeScript \
-program that imports from './servers/<server>' and returns only what you need; intermediate data \
-stays in the sandbox. save_skill keeps a program for later.";
-
 /// One client session's server.
 #[derive(Clone)]
 pub struct Session {
@@ -537,6 +531,22 @@ fn page_offset(request: Option<&PaginatedRequestParams>) -> Result<usize, ErrorD
 
 impl ServerHandler for Session {
     // Logging is deprecated from 2026-07-28 (SEP-2577); the revisions Runbyte serves have it.
+    /// The handshake; when the servers could all be listed directly without Runbyte's own
+    /// tools (see `crate::gateway::auto`), it first waits as `tools/list` does for them, so
+    /// that the instructions match the listing.
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        if self.gateway.config().may_list_alone() {
+            self.settle().await;
+            self.gateway.lists_alone().await;
+        }
+        self.negotiate_initialize(&request)
+    }
+
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         // `listChanged`: the session forwards a downstream server's tool changes, so a client
@@ -568,7 +578,7 @@ impl ServerHandler for Session {
         );
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new("runbyte", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(INSTRUCTIONS.to_owned());
+        info.instructions = (!self.gateway.listed_alone()).then(|| tools::INSTRUCTIONS.to_owned());
         info
     }
 
@@ -976,8 +986,14 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.settle().await;
-        let mut tools = tools::tools();
-        tools.extend(self.gateway.direct_tools().await);
+        let direct = self.gateway.direct_tools().await;
+        // With only direct tools worth listing (see `crate::gateway::auto`), Runbyte's own
+        // stay callable and unlisted.
+        let mut tools = match self.gateway.listed_alone() {
+            true => Vec::new(),
+            false => tools::tools(),
+        };
+        tools.extend(direct);
         Ok(ListToolsResult::with_all_items(tools))
     }
 
