@@ -455,8 +455,11 @@ struct Unsent {
 /// holds faster than it is passed on), it forgets them, and answers stop waiting for them.
 const MAX_UNSENT: usize = 1024;
 
-/// The longest an answer waits for the progress read before it to be passed on.
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+/// The longest an answer waits for the progress and log messages read before it to be passed
+/// on. It waits only while some are pending, and each is passed on as soon as the client's
+/// connection takes it: on a loaded machine that took more than 500 ms (the conformance suite's
+/// progress scenario lost its last report about once in 25 runs with 4 busy loops on 2 cores).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Unsent {
     fn pending(&self, token: &rmcp::model::ProgressToken) -> bool {
@@ -538,6 +541,11 @@ impl Caller {
                 return;
             }
             if tokio::time::timeout_at(until, sent).await.is_err() {
+                tracing::warn!(
+                    "an answer went on after waiting {} ms for the progress or log messages \
+                     its server sent before it: the client may see them after it, or not",
+                    SETTLE.as_millis()
+                );
                 return;
             }
         }
@@ -854,7 +862,7 @@ mod tests {
         assert_eq!((count(&one), count(&two)), (2, 3));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_answer_waits_for_the_progress_read_before_it() {
         let callers = Callers::default();
         let notices = Arc::new(Counted::default());
@@ -876,7 +884,7 @@ mod tests {
         // Nothing pending: no wait. Progress that never comes: waited for, then not.
         call.caller().settle().await;
         callers.arrived(&token);
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         call.caller().settle().await;
         assert!(started.elapsed() >= SETTLE);
     }
