@@ -238,3 +238,72 @@ async fn a_kept_tools_results_answer_the_same_call_within_its_ttl() {
     };
     tokio::time::timeout(BOUND, run).await.unwrap();
 }
+
+/// A server that announces no tool changes but says how long its `tools/list` stays fresh
+/// (`ttlMs`, 1.5 s here) has its tools listed again once that has passed, not before: a tool
+/// it adds silently reaches programs and clients, and the server sees no more listings than
+/// its ttl allows.
+#[tokio::test]
+async fn tools_of_a_server_without_list_changed_are_listed_again_after_their_ttl() {
+    let dir = TempDir::new("cache-list-ttl");
+    dir.write(
+        "runbyte.toml",
+        &config_of(&[test_server_table(
+            "t",
+            &["--mode", "storm", "--list-ttl-ms", "1500"],
+            "pin = \"off\"",
+        )]),
+    );
+    let client = runbyte_tests::client(&dir).await;
+    let program = |code: &str| json!({"code": code});
+    let run = async {
+        let started = std::time::Instant::now();
+        let (added, error) = call(
+            &client,
+            "execute_code",
+            program(
+                "import { change_tools } from './servers/t';\n\
+                 export default await change_tools({});",
+            ),
+        )
+        .await;
+        assert!(
+            !error && added.contains("added added_1; notified 0"),
+            "{added}"
+        );
+        // Nothing told Runbyte: the new tool shows once the listing's ttl has passed.
+        let mut listing = String::new();
+        for _ in 0..200 {
+            let (text, error) =
+                call(&client, "list_directory", json!({"path": "/servers/t"})).await;
+            assert!(!error, "{text}");
+            listing = text;
+            if listing.contains("added_1") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(listing.contains("added_1"), "{listing}");
+        let (count, error) = call(
+            &client,
+            "execute_code",
+            program(
+                "import { list_count } from './servers/t';\n\
+                 export default await list_count({});",
+            ),
+        )
+        .await;
+        assert!(!error, "{count}");
+        let count = match result_json(&count) {
+            serde_json::Value::String(text) => text.parse::<u64>().unwrap(),
+            number => number.as_u64().unwrap(),
+        };
+        // The first listing, then at most one per 1.5 s since.
+        let most = 1 + started.elapsed().as_millis() as u64 / 1500 + 1;
+        assert!(
+            (2..=most).contains(&count),
+            "{count} listings, at most {most}"
+        );
+    };
+    tokio::time::timeout(BOUND, run).await.unwrap();
+}

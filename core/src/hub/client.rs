@@ -38,6 +38,10 @@ pub(crate) const LEGACY_REVISION: ProtocolVersion = ProtocolVersion::LATEST_WITH
 /// The most pages one listing follows: a server whose cursors never end is cut off there.
 const MAX_PAGES: usize = 1000;
 
+/// The shortest time between two listings of a server's tools by its `ttlMs` (see
+/// [`Connection::list_due`]): a server saying 1 ms is listed once a second.
+pub(super) const MIN_LIST_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A server's tools as last listed, with what was wrong with the ones that had to be mended or
 /// left out (one line each, naming the tool).
 #[derive(Debug, Clone, Default)]
@@ -224,6 +228,9 @@ pub struct Connection {
     pins: Option<Arc<crate::pins::Pins>>,
     /// The OAuth access token it was opened with, if any (a new token needs a new connection).
     pub(super) bearer: Option<String>,
+    /// When its tools are listed again by the `ttlMs` of its last `tools/list`, for a server
+    /// that announces no tool changes (see [`Connection::list_due`]).
+    relist_at: std::sync::Mutex<Option<(std::time::Instant, std::time::Duration)>>,
 }
 
 impl Connection {
@@ -282,6 +289,23 @@ impl Connection {
             .is_some_and(|info| info.capabilities.prompts.is_some())
     }
 
+    /// Whether its tools are due to be listed again: the server announces no tool changes, its
+    /// last `tools/list` said how long it stays fresh (`ttlMs`, SEP-2549; at least
+    /// [`MIN_LIST_TTL`]), and that has passed. A due listing is taken: the next one is due a
+    /// `ttlMs` later, whether this one succeeds or not (the listing sets it again).
+    pub(super) fn list_due(&self, now: std::time::Instant) -> bool {
+        let Ok(mut relist_at) = self.relist_at.lock() else {
+            return false;
+        };
+        match *relist_at {
+            Some((at, ttl)) if at <= now => {
+                *relist_at = Some((now + ttl, ttl));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the server is still there.
     pub fn is_alive(&self) -> bool {
         !self.service.is_closed() && self.reason.get().is_none()
@@ -312,6 +336,13 @@ impl Connection {
         let mut tools = Vec::new();
         let mut warnings = Vec::new();
         let mut cursor = None;
+        // The shortest `ttlMs` above 0 of its pages.
+        let mut ttl: Option<u64> = None;
+        let mut fresh_for = |page_ttl: Option<u64>| {
+            if let Some(page_ttl) = page_ttl.filter(|ttl| *ttl > 0) {
+                ttl = Some(ttl.map_or(page_ttl, |ttl| ttl.min(page_ttl)));
+            }
+        };
         for _ in 0..MAX_PAGES {
             let request = ClientRequest::ListToolsRequest(ListToolsRequest {
                 method: Default::default(),
@@ -326,11 +357,13 @@ impl Connection {
                 .map_err(|e| e.to_string())?;
             cursor = match answer {
                 ServerResult::ListToolsResult(page) => {
+                    fresh_for(page.ttl_ms);
                     tools.extend(page.tools);
                     page.next_cursor
                 }
                 // Not a valid list as a whole (rmcp reads it strictly): tool by tool.
                 ServerResult::CustomResult(CustomResult(page)) => {
+                    fresh_for(page.get("ttlMs").and_then(Value::as_u64));
                     read_page(&page, &mut tools, &mut warnings)?
                 }
                 _ => return Err("the answer to `tools/list` holds no tools".to_owned()),
@@ -376,6 +409,15 @@ impl Connection {
         };
         if let Ok(mut slot) = self.listed.write() {
             *slot = listed.clone();
+        }
+        let announces = self
+            .announced_changes()
+            .is_some_and(|filter| filter.tools_list_changed.is_some());
+        if let Ok(mut relist_at) = self.relist_at.lock() {
+            *relist_at = ttl.filter(|_| !announces).map(|ttl| {
+                let ttl = std::time::Duration::from_millis(ttl).max(MIN_LIST_TTL);
+                (std::time::Instant::now() + ttl, ttl)
+            });
         }
         Ok(listed)
     }
@@ -604,6 +646,7 @@ impl Opening<'_> {
             filter: super::filter::ToolFilter::new(self.config),
             pins: self.pins.cloned(),
             bearer: None,
+            relist_at: Default::default(),
         };
         let listed = tokio::select! {
             listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,

@@ -558,6 +558,7 @@ impl Hub {
             }),
         };
         hub.watch_pins();
+        hub.watch_list_ttls();
         let weak = Arc::downgrade(&hub.inner);
         tokio::spawn(async move {
             while let Some(change) = changed.recv().await {
@@ -1002,12 +1003,22 @@ impl Hub {
 
     /// Re-lists a server's tools, within its init timeout, and tells subscribers.
     async fn relist(&self, slot: &Slot) {
+        self.relist_by(slot, false).await;
+    }
+
+    /// Re-lists a server's tools, within its init timeout, and tells subscribers; with
+    /// `if_changed` (a listing by the server's `ttlMs`), only when they changed.
+    async fn relist_by(&self, slot: &Slot, if_changed: bool) {
         let server = slot.name.as_str();
         let Some(connection) = slot.connection() else {
             return;
         };
+        let before = connection.tools();
         let timeout = slot.init_timeout();
         match tokio::time::timeout(timeout, connection.relist()).await {
+            Ok(Ok(listed)) if if_changed && *listed.tools == *before => {
+                tracing::debug!(server, "tools listed again by their ttlMs: unchanged");
+            }
             Ok(Ok(listed)) => {
                 tracing::info!(server, tools = listed.tools.len(), "tool list changed");
                 if connection.is_alive() {
@@ -1022,6 +1033,32 @@ impl Hub {
                 timeout.as_millis()
             ),
         }
+    }
+
+    /// Lists again the tools of each server that announces no tool changes once the `ttlMs`
+    /// of its last `tools/list` has passed (see `Connection::list_due`), telling subscribers
+    /// only of a change: every [`client::MIN_LIST_TTL`], a look at each server's due time.
+    fn watch_list_ttls(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(client::MIN_LIST_TTL).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let hub = Hub { inner };
+                if hub.inner.stopping.is_cancelled() {
+                    return;
+                }
+                let now = std::time::Instant::now();
+                for slot in hub.inner.servers.values() {
+                    let due = slot
+                        .connection()
+                        .is_some_and(|connection| connection.list_due(now));
+                    if due {
+                        hub.relist_by(slot, true).await;
+                    }
+                }
+            }
+        });
     }
 
     /// Lists again the tools of each server that has tools held by their pins once its pins

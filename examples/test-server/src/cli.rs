@@ -53,6 +53,12 @@ pub struct Cli {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub list_delay_ms: u64,
 
+    /// tools/list answers say they stay fresh this long (`ttlMs`), and the server declares no
+    /// `tools.listChanged` and sends no `notifications/tools/list_changed` (`change_tools`
+    /// changes the tools silently): a client learns of a change only by listing again.
+    #[arg(long, value_name = "MS")]
+    pub list_ttl_ms: Option<u64>,
+
     /// http and sse: refuse requests without `Authorization: Bearer <TOKEN>` (401).
     #[arg(long, value_name = "TOKEN")]
     pub auth_token: Option<String>,
@@ -187,6 +193,7 @@ pub struct Settings {
     pub page_size: usize,
     pub start_delay: Duration,
     pub list_delay: Duration,
+    pub list_ttl_ms: Option<u64>,
     pub auth_token: Option<String>,
     pub json_response: bool,
     pub stateless: bool,
@@ -269,6 +276,7 @@ impl TryFrom<Cli> for Settings {
             page_size: cli.page_size,
             start_delay: Duration::from_millis(start_delay),
             list_delay: Duration::from_millis(cli.list_delay_ms),
+            list_ttl_ms: cli.list_ttl_ms,
             auth_token: cli.auth_token,
             json_response: cli.json_response,
             stateless: cli.stateless || cli.json_response,

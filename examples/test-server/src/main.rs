@@ -90,7 +90,8 @@
 //! | `github` | adds `get_file_contents` (`owner`, `repo`, `path?`) with the GitHub MCP server's definition (description, title, read-only annotation), for a poisoned update through `RUNBYTE_TEST_TOOL_CHANGES`; it echoes like other mode tools |
 //!
 //! Other flags: `--page-size K` pages `tools/list` (cursor = offset); `--list-delay-ms` delays
-//! each `tools/list`; `--auth-token T` (http, sse) demands `Authorization: Bearer T` (401
+//! each `tools/list`; `--list-ttl-ms MS` gives `tools/list` that `ttlMs` and takes away
+//! `tools.listChanged` (`change_tools` then changes the tools silently); `--auth-token T` (http, sse) demands `Authorization: Bearer T` (401
 //! otherwise); `--stateless` and `--json-response` (http); `--sse-absolute-endpoint` (sse);
 //! `--max-protocol-version V` narrows the versions `initialize` may negotiate.
 

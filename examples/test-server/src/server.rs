@@ -154,6 +154,9 @@ impl State {
     /// Sends `notifications/tools/list_changed` to every client still connected; returns how
     /// many were told.
     pub async fn notify_tools_changed(&self) -> usize {
+        if self.settings.list_ttl_ms.is_some() {
+            return 0;
+        }
         let peers: Vec<_> = lock(&self.peers).clone();
         let sinks: Vec<_> = lock(&self.subscriptions)
             .iter()
@@ -197,6 +200,7 @@ impl State {
             start.saturating_add(size).min(tools.len())
         };
         let mut result = ListToolsResult::with_all_items(tools[start..end].to_vec());
+        result.ttl_ms = self.settings.list_ttl_ms;
         if end < tools.len() {
             result.next_cursor = Some(end.to_string());
         }
@@ -239,6 +243,8 @@ impl ServerHandler for TestServer {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .build()
+        } else if self.state.settings.list_ttl_ms.is_some() {
+            ServerCapabilities::builder().enable_tools().build()
         } else {
             ServerCapabilities::builder()
                 .enable_tools()
