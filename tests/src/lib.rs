@@ -842,13 +842,17 @@ fn unexpected_failures(stdout: &str, results: &Path) -> String {
     }
     let mut report = String::new();
     for name in names {
-        // `auth/iss-supported` is saved as `auth/iss-supported-<time>`.
+        // `auth/iss-supported` is saved as `auth/iss-supported-<time>`, a server scenario
+        // `ping` as `server-ping-<time>`.
         let Some(folder) = folders.iter().find(|folder| {
             folder
                 .strip_prefix(results)
                 .ok()
                 .and_then(|relative| relative.to_str())
-                .is_some_and(|relative| relative.starts_with(&format!("{name}-")))
+                .is_some_and(|relative| {
+                    let relative = relative.strip_prefix("server-").unwrap_or(relative);
+                    relative.starts_with(&format!("{name}-"))
+                })
         }) else {
             continue;
         };

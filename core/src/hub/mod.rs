@@ -1621,8 +1621,9 @@ pub(super) async fn answer_questions(
 }
 
 /// One `tools/call` request, as rmcp's `call_tool_once` sends it, but with the progress token
-/// rmcp gives the request recorded on the call's [`Caller`] before the request goes: the
-/// server's progress is routed by it. Dropped before the answer, the request is cancelled
+/// rmcp gives the request recorded on the call's [`Caller`] as it goes (progress read before
+/// that is kept for it a moment, see `Caller::sent_with`): the server's progress is routed by
+/// it. Dropped before the answer, the request is cancelled
 /// downstream (`notifications/cancelled`). `meta` goes into the request's `_meta` over what
 /// rmcp puts there.
 async fn call_once(
@@ -1638,7 +1639,7 @@ async fn call_once(
         options = options.with_meta(meta);
     }
     let handle = peer.send_request_with_option(request, options).await?;
-    caller.sent_with(handle.progress_token.clone());
+    caller.sent_with(handle.progress_token.clone()).await;
     let abandoned = Abandoned {
         peer: Some(peer.clone()),
         id: handle.id.clone(),

@@ -449,7 +449,24 @@ struct Unsent {
     /// Log messages read and not yet passed on (they carry no token: an answer waits for all).
     logs: std::sync::atomic::AtomicUsize,
     sent: tokio::sync::Notify,
+    /// Progress on a token no call held yet: rmcp gives a request its token only as it sends
+    /// it, so a server that reports at once can be read before the call records the token
+    /// ([`Caller::sent_with`] passes these on). At most [`EARLY`], each for [`LATE`].
+    early: Mutex<std::collections::VecDeque<Early>>,
 }
+
+/// Progress kept for a call about to record its token: when it came, the token, and the
+/// report (progress, total, message).
+type Early = (
+    std::time::Instant,
+    rmcp::model::ProgressToken,
+    f64,
+    Option<f64>,
+    Option<String>,
+);
+
+/// How many reports on tokens no call holds yet are kept.
+const EARLY: usize = 64;
 
 /// The most tokens [`Unsent`] counts: past it (a server sending progress on tokens no call
 /// holds faster than it is passed on), it forgets them, and answers stop waiting for them.
@@ -516,9 +533,33 @@ impl Caller {
     /// Records the progress token the call's request went downstream with (each round of a
     /// 2026-07-28 call is a request of its own): its server's progress reaches this call's
     /// [`Notices`] and no other's.
-    pub fn sent_with(&self, token: rmcp::model::ProgressToken) {
+    ///
+    /// Progress its server sent before that (read while rmcp was sending the request) is
+    /// passed on now, in the order it came.
+    pub async fn sent_with(&self, token: rmcp::model::ProgressToken) {
         if let Ok(mut held) = self.token.lock() {
-            *held = Some(token);
+            *held = Some(token.clone());
+        }
+        let early: Vec<Early> = match self.unsent.early.lock() {
+            Ok(mut early) => {
+                let mut mine = Vec::new();
+                early.retain(|entry| {
+                    let is_mine = entry.1 == token;
+                    if is_mine {
+                        mine.push(entry.clone());
+                    }
+                    !is_mine
+                });
+                mine
+            }
+            Err(_) => Vec::new(),
+        };
+        if let Some(notices) = &self.notices {
+            for (at, _, progress, total, message) in early {
+                if at.elapsed() < LATE {
+                    notices.progress(progress, total, message).await;
+                }
+            }
         }
     }
 
@@ -656,8 +697,19 @@ impl Callers {
                 .find(|(at, call)| at.elapsed() < LATE && call.holds(token))
                 .and_then(|(_, call)| call.notices.clone())
         });
-        if let Some(notices) = notices {
-            notices.progress(progress, total, message).await;
+        match notices {
+            Some(notices) => notices.progress(progress, total, message).await,
+            // Perhaps a call about to record its token (see `Unsent::early`).
+            None => {
+                if let Ok(mut early) = self.unsent.early.lock() {
+                    early.retain(|(at, ..)| at.elapsed() < LATE);
+                    if early.len() == EARLY {
+                        early.pop_front();
+                    }
+                    let now = std::time::Instant::now();
+                    early.push_back((now, token.clone(), progress, total, message));
+                }
+            }
         }
         self.unsent.sent(token);
     }
@@ -843,9 +895,9 @@ mod tests {
         let (one, two) = (Arc::new(Counted::default()), Arc::new(Counted::default()));
         let token = |n: i64| rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(n));
         let first = callers.enter(None, Some(one.clone()));
-        first.caller().sent_with(token(1));
+        first.caller().sent_with(token(1)).await;
         let second = callers.enter(None, Some(two.clone()));
-        second.caller().sent_with(token(2));
+        second.caller().sent_with(token(2)).await;
         callers.progress(&token(2), 1.0, None, None).await;
         callers.progress(&token(2), 2.0, None, None).await;
         callers.progress(&token(1), 1.0, None, None).await;
@@ -856,10 +908,38 @@ mod tests {
         // reaches it; a later round of a call is sent with a new token.
         drop(first);
         callers.progress(&token(1), 2.0, None, None).await;
-        second.caller().sent_with(token(4));
+        second.caller().sent_with(token(4)).await;
         callers.progress(&token(2), 3.0, None, None).await;
         callers.progress(&token(4), 1.0, None, None).await;
         assert_eq!((count(&one), count(&two)), (2, 3));
+    }
+
+    #[tokio::test]
+    async fn progress_read_before_its_call_recorded_the_token_reaches_it_then() {
+        let callers = Callers::default();
+        let (one, two) = (Arc::new(Counted::default()), Arc::new(Counted::default()));
+        let token = |n: i64| rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(n));
+        let first = callers.enter(None, Some(one.clone()));
+        let second = callers.enter(None, Some(two.clone()));
+        // The server reported at once, before rmcp handed back the request's token.
+        callers.progress(&token(5), 0.0, None, None).await;
+        callers.progress(&token(6), 0.0, None, None).await;
+        callers.progress(&token(5), 1.0, None, None).await;
+        assert_eq!((count(&one), count(&two)), (0, 0));
+        first.caller().sent_with(token(5)).await;
+        assert_eq!((count(&one), count(&two)), (2, 0));
+        // Passed on once: recording the token again finds nothing.
+        first.caller().sent_with(token(5)).await;
+        second.caller().sent_with(token(6)).await;
+        assert_eq!((count(&one), count(&two)), (2, 1));
+        // Bounded: a flood on tokens no call holds keeps the last EARLY reports.
+        for _ in 0..EARLY * 4 {
+            callers.progress(&token(7), 1.0, None, None).await;
+        }
+        let third = Arc::new(Counted::default());
+        let late = callers.enter(None, Some(third.clone()));
+        late.caller().sent_with(token(7)).await;
+        assert_eq!(count(&third), EARLY);
     }
 
     #[tokio::test(start_paused = true)]
@@ -868,7 +948,7 @@ mod tests {
         let notices = Arc::new(Counted::default());
         let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(7));
         let call = callers.enter(None, Some(notices.clone()));
-        call.caller().sent_with(token.clone());
+        call.caller().sent_with(token.clone()).await;
         // Read from the wire before the answer, passed on by tasks that run later.
         callers.arrived(&token);
         callers.arrived(&token);
@@ -913,9 +993,11 @@ mod tests {
         let callers = Callers::default();
         let notices = Arc::new(Logged::default());
         let call = callers.enter(None, Some(notices.clone()));
-        call.caller().sent_with(rmcp::model::ProgressToken(
-            rmcp::model::NumberOrString::Number(9),
-        ));
+        call.caller()
+            .sent_with(rmcp::model::ProgressToken(
+                rmcp::model::NumberOrString::Number(9),
+            ))
+            .await;
         // Read from the wire before the answer, passed on by tasks that run later.
         callers.log_arrived();
         callers.log_arrived();
