@@ -307,3 +307,61 @@ async fn tools_of_a_server_without_list_changed_are_listed_again_after_their_ttl
     };
     tokio::time::timeout(BOUND, run).await.unwrap();
 }
+
+/// The same for prompts: a server that announces no prompt changes but gives `prompts/list` a
+/// `ttlMs` (5 s here) is asked again once that has passed, not within it.
+#[tokio::test]
+async fn prompts_of_a_server_without_list_changed_are_listed_again_after_their_ttl() {
+    let dir = TempDir::new("cache-prompts-ttl");
+    dir.write(
+        "runbyte.toml",
+        &config_of(&[test_server_table(
+            "fixtures",
+            &["--mode", "conformance", "--list-ttl-ms", "5000"],
+            // A prompt new since the first listing is otherwise held for a person to approve.
+            "pin = \"off\"",
+        )]),
+    );
+    let client = runbyte_tests::client(&dir).await;
+    let added = |prompts: &[rmcp::model::Prompt]| {
+        prompts
+            .iter()
+            .any(|prompt| prompt.name.ends_with("test_added_prompt_1"))
+    };
+    let run = async {
+        let mut prompts = Vec::new();
+        for _ in 0..200 {
+            prompts = client.peer().list_all_prompts().await.unwrap();
+            if !prompts.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let listed = std::time::Instant::now();
+        assert!(!prompts.is_empty() && !added(&prompts), "{prompts:?}");
+        let (text, error) = call(
+            &client,
+            "execute_code",
+            json!({"code": "import { test_trigger_prompt_change } from './servers/fixtures';\n\
+                            export default await test_trigger_prompt_change({});"}),
+        )
+        .await;
+        assert!(!error, "{text}");
+        // Within the ttl the kept list is served (checked only while well within it).
+        let again = client.peer().list_all_prompts().await.unwrap();
+        if listed.elapsed() < Duration::from_secs(4) {
+            assert!(!added(&again), "{again:?}");
+        }
+        let mut seen = false;
+        for _ in 0..300 {
+            if added(&client.peer().list_all_prompts().await.unwrap()) {
+                seen = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(seen, "the added prompt was never listed");
+        assert!(listed.elapsed() >= Duration::from_millis(4500));
+    };
+    tokio::time::timeout(BOUND, run).await.unwrap();
+}

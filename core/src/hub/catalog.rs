@@ -98,13 +98,33 @@ fn json_size(value: &impl Serialize) -> usize {
 pub struct Listing<T> {
     items: Vec<T>,
     sizes: Vec<usize>,
+    /// The shortest `ttlMs` above 0 of its pages (SEP-2549).
+    ttl_ms: Option<u64>,
+    /// When it is listed again, for a server that announces no changes of its kind and gave a
+    /// `ttlMs` (see [`Listing::stale`]).
+    fresh_until: Option<std::time::Instant>,
 }
 
 impl<T: Serialize> Listing<T> {
     /// Items Runbyte makes itself (its skills): measured, not cut.
     pub fn new(items: Vec<T>) -> Self {
         let sizes = items.iter().map(json_size).collect();
-        Listing { items, sizes }
+        Listing {
+            items,
+            sizes,
+            ttl_ms: None,
+            fresh_until: None,
+        }
+    }
+}
+
+impl<T> Listing<T> {
+    /// Whether the server's `ttlMs` has passed since it was listed: the next request lists it
+    /// again. Only a server that announces no changes of the kind has one (at least
+    /// `MIN_LIST_TTL`); the others are listed again when they say so.
+    fn stale(&self) -> bool {
+        self.fresh_until
+            .is_some_and(|until| until <= std::time::Instant::now())
     }
 }
 
@@ -280,6 +300,7 @@ fn cell<T>(
     if let Some((on, cell)) = cache.get(server)
         && on.strong_count() > 0
         && std::ptr::eq(on.as_ptr(), Arc::as_ptr(connection))
+        && !cell.get().is_some_and(|listing| listing.stale())
     {
         return cell.clone();
     }
@@ -290,6 +311,9 @@ fn cell<T>(
     );
     cell
 }
+
+/// One page of a list: its items, the next cursor, its `ttlMs`.
+type Page<T> = (Vec<T>, Option<String>, Option<u64>);
 
 /// One piece of a URI template: text as it is, or an expression.
 enum Piece<'a> {
@@ -442,18 +466,23 @@ async fn list_pages<T, F, Fut>(
 where
     T: Serialize,
     F: FnMut(Option<PaginatedRequestParams>) -> Fut,
-    Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+    Fut: Future<Output = Result<Page<T>, ServiceError>>,
 {
     let mut listing = Listing {
         items: Vec::new(),
         sizes: Vec::new(),
+        ttl_ms: None,
+        fresh_until: None,
     };
     let mut bytes = 0;
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
         let params =
             cursor.map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
-        let (listed, next) = page(params).await.map_err(|e| e.to_string())?;
+        let (listed, next, ttl) = page(params).await.map_err(|e| e.to_string())?;
+        if let Some(ttl) = ttl.filter(|ttl| *ttl > 0) {
+            listing.ttl_ms = Some(listing.ttl_ms.map_or(ttl, |shortest| shortest.min(ttl)));
+        }
         for mut item in listed {
             if listing.items.len() >= MAX_ITEMS {
                 tracing::warn!(
@@ -560,9 +589,11 @@ impl Hub {
     /// `cache` while its connection lasts and it has not said its list changed, else asked for
     /// every page (`page` asks one), in parallel. A server that fails or takes longer than its
     /// init timeout is left out with a warning (and asked again next time).
+    #[allow(clippy::too_many_arguments)]
     async fn gather<T, F, Fut>(
         &self,
         what: &'static str,
+        kind: Kind,
         offers: fn(&Connection) -> bool,
         cache: &Cache<T>,
         only: Option<&str>,
@@ -572,7 +603,7 @@ impl Hub {
     where
         T: Serialize,
         F: Fn(Peer<RoleClient>, Option<PaginatedRequestParams>) -> Fut + Clone,
-        Fut: Future<Output = Result<(Vec<T>, Option<String>), ServiceError>>,
+        Fut: Future<Output = Result<Page<T>, ServiceError>>,
     {
         let asks = self
             .offering(offers)
@@ -590,7 +621,16 @@ impl Hub {
                                 page(peer.clone(), params)
                             });
                             match tokio::time::timeout(within, listing).await {
-                                Ok(Ok(listing)) => Ok(Arc::new(listing)),
+                                Ok(Ok(mut listing)) => {
+                                    if !connection.announces(kind) {
+                                        listing.fresh_until = listing.ttl_ms.map(|ttl| {
+                                            let ttl = std::time::Duration::from_millis(ttl)
+                                                .max(super::client::MIN_LIST_TTL);
+                                            std::time::Instant::now() + ttl
+                                        });
+                                    }
+                                    Ok(Arc::new(listing))
+                                }
                                 Ok(Err(error)) => {
                                     tracing::warn!(server, "listing its {what} failed: {error}");
                                     Err(())
@@ -623,13 +663,14 @@ impl Hub {
         };
         self.gather(
             "resources",
+            Kind::Resources,
             offers,
             &self.inner.lists.resources,
             only,
             rename,
             |peer, params| async move {
                 let page = peer.list_resources(params).await?;
-                Ok((page.resources, page.next_cursor))
+                Ok((page.resources, page.next_cursor, page.ttl_ms))
             },
         )
         .await
@@ -645,13 +686,14 @@ impl Hub {
         };
         self.gather(
             "resource templates",
+            Kind::Resources,
             offers,
             &self.inner.lists.templates,
             only,
             rename,
             |peer, params| async move {
                 let page = peer.list_resource_templates(params).await?;
-                Ok((page.resource_templates, page.next_cursor))
+                Ok((page.resource_templates, page.next_cursor, page.ttl_ms))
             },
         )
         .await
@@ -769,13 +811,14 @@ impl Hub {
     async fn prompts_of(&self, only: Option<&str>) -> Vec<(String, Arc<Listing<Prompt>>)> {
         self.gather(
             "prompts",
+            Kind::Prompts,
             Connection::offers_prompts,
             &self.inner.lists.prompts,
             only,
             |_, _, _| {},
             |peer, params| async move {
                 let page = peer.list_prompts(params).await?;
-                Ok((page.prompts, page.next_cursor))
+                Ok((page.prompts, page.next_cursor, page.ttl_ms))
             },
         )
         .await

@@ -270,6 +270,17 @@ impl Connection {
         any.then_some(filter)
     }
 
+    /// Whether the server announces changes of its lists of `kind` (`listChanged`).
+    pub(super) fn announces(&self, kind: super::catalog::Kind) -> bool {
+        let Some(filter) = self.announced_changes() else {
+            return false;
+        };
+        match kind {
+            super::catalog::Kind::Resources => filter.resources_list_changed.is_some(),
+            super::catalog::Kind::Prompts => filter.prompts_list_changed.is_some(),
+        }
+    }
+
     /// Whether the server offers resources (`true`) and whether it takes `resources/subscribe`.
     pub(super) fn offers_resources(&self) -> (bool, bool) {
         let Some(info) = self.service.peer().peer_info() else {

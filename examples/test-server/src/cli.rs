@@ -53,9 +53,10 @@ pub struct Cli {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub list_delay_ms: u64,
 
-    /// tools/list answers say they stay fresh this long (`ttlMs`), and the server declares no
-    /// `tools.listChanged` and sends no `notifications/tools/list_changed` (`change_tools`
-    /// changes the tools silently): a client learns of a change only by listing again.
+    /// tools/list answers (and with --mode conformance prompts/list) say they stay fresh this
+    /// long (`ttlMs`), and the server declares no `listChanged` and sends no list_changed
+    /// notifications (`change_tools`, `test_trigger_prompt_change` change them silently): a
+    /// client learns of a change only by listing again.
     #[arg(long, value_name = "MS")]
     pub list_ttl_ms: Option<u64>,
 

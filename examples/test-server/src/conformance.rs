@@ -236,6 +236,9 @@ async fn ask_session(peer: &Peer<RoleServer>, request: InputRequest) -> Result<V
 
 /// Tells every session and every listening stream that the prompt list changed.
 async fn notify_prompts_changed(state: &State) -> usize {
+    if state.settings.list_ttl_ms.is_some() {
+        return 0;
+    }
     let (peers, sinks) = state.listeners();
     let mut told = 0;
     for peer in peers {

@@ -235,7 +235,21 @@ impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
         let resources = [Mode::HugeResources, Mode::Apps];
         let capabilities = if conformance::serving(&self.state) {
-            conformance::capabilities()
+            let mut capabilities = conformance::capabilities();
+            // `--list-ttl-ms`: no list announces its changes.
+            if self.state.settings.list_ttl_ms.is_some() {
+                for changed in [
+                    capabilities.tools.as_mut().map(|c| &mut c.list_changed),
+                    capabilities.prompts.as_mut().map(|c| &mut c.list_changed),
+                    capabilities.resources.as_mut().map(|c| &mut c.list_changed),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    *changed = None;
+                }
+            }
+            capabilities
         } else if resources.iter().any(|mode| self.state.settings.has(*mode)) {
             ServerCapabilities::builder()
                 .enable_tools()
@@ -416,7 +430,10 @@ impl ServerHandler for TestServer {
         if !conformance::serving(&self.state) {
             return Err(ErrorData::method_not_found::<ListPromptsRequestMethod>());
         }
-        conformance::prompts::list(&self.state)
+        conformance::prompts::list(&self.state).map(|mut listed| {
+            listed.ttl_ms = self.state.settings.list_ttl_ms;
+            listed
+        })
     }
 
     async fn get_prompt(
