@@ -37,10 +37,10 @@ impl AutoChoice {
     pub fn reason(&self, budget: u64) -> String {
         if let Some(alone) = self.alone {
             format!(
-                "auto: to programs, and to clients directly without Runbyte's own tools (every \
-                 server is auto or direct, and the auto servers' definitions, about {} tokens of \
-                 them here, fit the direct budget of {budget} plus Runbyte's own surface: {alone} \
-                 together)",
+                "auto: to programs, and to clients directly without Runbyte's own tools (its \
+                 definitions are about {} tokens; every server is auto or direct, and the auto \
+                 servers' fit together within {alone}: the direct budget of {budget} plus what \
+                 Runbyte's own tools and instructions weigh)",
                 self.tokens
             )
         } else if self.direct {
@@ -225,7 +225,7 @@ mod tests {
         assert!(choices.iter().all(|c| c.direct && c.alone == Some(900)));
         let why = choices[0].reason(400);
         assert!(
-            why.contains("without Runbyte's own tools") && why.contains("900 together"),
+            why.contains("without Runbyte's own tools") && why.contains("within 900"),
             "{why}"
         );
         // One more token and it is the budget alone again: the smallest that fit beside code.
