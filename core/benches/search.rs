@@ -77,7 +77,8 @@ fn catalogue(servers: usize) -> Snapshot {
                 folder: server,
                 status: FolderStatus::Ready,
                 tools,
-            },
+            }
+            .into(),
         );
     }
     snapshot

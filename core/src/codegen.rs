@@ -24,7 +24,39 @@ use crate::{
 /// What one server contributed to the VFS.
 struct ServerFiles {
     files: Vec<(String, Arc<File>)>,
-    folder: ServerFolder,
+    folder: Arc<ServerFolder>,
+    /// What they were made from.
+    made: Option<Made>,
+}
+
+/// What a server's files were made from: the Hub's view of it (its lists are shared, so the
+/// same list is the same `Arc`) and the tools awaiting approval.
+struct Made {
+    status: Status,
+    tools: Arc<Vec<Tool>>,
+    warnings: Arc<Vec<String>>,
+    held: Arc<Vec<crate::pins::Held>>,
+    asked: Vec<crate::pins::Held>,
+}
+
+impl Made {
+    fn of(view: &crate::hub::ServerView, asked: Vec<crate::pins::Held>) -> Made {
+        Made {
+            status: view.status.clone(),
+            tools: view.tools.clone(),
+            warnings: view.warnings.clone(),
+            held: view.held.clone(),
+            asked,
+        }
+    }
+
+    fn same(&self, other: &Made) -> bool {
+        self.status == other.status
+            && Arc::ptr_eq(&self.tools, &other.tools)
+            && Arc::ptr_eq(&self.warnings, &other.warnings)
+            && Arc::ptr_eq(&self.held, &other.held)
+            && self.asked == other.asked
+    }
 }
 
 /// Path-safe folder names for server names: letters, digits, `_`, `-` and `.` are kept, anything
@@ -231,15 +263,26 @@ impl CodegenDriver {
     }
 
     async fn follow(&self, mut events: tokio::sync::broadcast::Receiver<HubEvent>) {
+        use tokio::sync::broadcast::error::RecvError;
         loop {
-            match events.recv().await {
-                Ok(HubEvent::ToolsChanged { server }) => self.regenerate(&[server]).await,
+            let first = match events.recv().await {
+                Ok(HubEvent::ToolsChanged { server }) => server,
                 // Resources and prompts are not part of the VFS.
-                Ok(_) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    self.rebuild_all().await
+                Ok(_) => continue,
+                Err(RecvError::Lagged(_)) => {
+                    self.rebuild_all().await;
+                    continue;
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                Err(RecvError::Closed) => return,
+            };
+            // Every change already queued goes into the same snapshot: a dozen servers that
+            // connect together make one or two snapshots, not one each (each builds the whole
+            // snapshot and search index).
+            // A server whose view is as its files were made from (an event the last snapshot
+            // already took in) is not generated again.
+            match queued_changes(&mut events, first) {
+                Some(servers) => self.regenerate_with(&servers, true).await,
+                None => self.rebuild_all().await,
             }
         }
     }
@@ -250,16 +293,41 @@ impl CodegenDriver {
         self.regenerate(&names).await;
     }
 
+    /// Regenerates the servers whose view changed since their files were made (all of them
+    /// when none were made yet), and swaps in a new snapshot unless none did. After the Hub's
+    /// first round: the follower has usually seen every change already, and a regeneration of
+    /// every server of a large catalogue costs a few hundred milliseconds.
+    pub async fn catch_up(&self) {
+        let names = self.hub.server_names();
+        self.regenerate_with(&names, true).await;
+    }
+
     /// Regenerates the named servers and swaps in a new snapshot.
     pub async fn regenerate(&self, servers: &[String]) {
+        self.regenerate_with(servers, false).await;
+    }
+
+    async fn regenerate_with(&self, servers: &[String], only_changed: bool) {
+        let started = std::time::Instant::now();
         let mut state = self.state.lock().await;
         // The root first: its answer tells the extension down servers' placeholder files get.
         let root = self.generate_root().await;
+        let mut changed = 0;
         for server in servers {
             let Some(folder) = self.folders.get(server) else {
                 continue;
             };
             let view = self.hub.server(server).await;
+            let made = view
+                .as_ref()
+                .map(|view| Made::of(view, self.hub.pins().asked(server)));
+            if only_changed
+                && let (Some(made), Some(Some(old))) = (&made, state.get(server).map(|f| &f.made))
+                && made.same(old)
+            {
+                continue;
+            }
+            changed += 1;
             let generated = match view {
                 Some(view) if view.status == Status::Ready => {
                     // An MCP App's own tools are not the model's (see `hub::is_app_only`).
@@ -292,12 +360,16 @@ impl CodegenDriver {
                 }),
                 None => continue,
             };
-            let files = generated.unwrap_or_else(|error| {
+            let mut files = generated.unwrap_or_else(|error| {
                 tracing::warn!(server, "codegen failed: {error}");
                 let reason = format!("codegen failed: {error}");
                 down_folder(server, folder, &reason, &self.extension())
             });
+            files.made = made;
             state.insert(server.clone(), files);
+        }
+        if only_changed && changed == 0 {
+            return;
         }
         let generation = self
             .generation
@@ -320,6 +392,12 @@ impl CodegenDriver {
             );
         }
         self.vfs.swap(snapshot);
+        tracing::debug!(
+            servers = changed,
+            generation,
+            ms = started.elapsed().as_millis() as u64,
+            "VFS regenerated"
+        );
         // The last snapshot and this one's temporaries are free now: their pages go back.
         drop(state);
         let _ = tokio::task::spawn_blocking(crate::platform::memory::give_back_free_memory).await;
@@ -415,7 +493,11 @@ impl CodegenDriver {
             status: FolderStatus::Ready,
             tools: entries,
         };
-        Ok(ServerFiles { files, folder })
+        Ok(ServerFiles {
+            files,
+            folder: Arc::new(folder),
+            made: None,
+        })
     }
 
     fn extension(&self) -> String {
@@ -566,12 +648,13 @@ fn starting_folder(server: &str, folder: &str, extension: &str) -> ServerFiles {
             format!("/servers/{folder}/index.{extension}"),
             File::new(content),
         )],
-        folder: ServerFolder {
+        folder: Arc::new(ServerFolder {
             server: server.to_owned(),
             folder: folder.to_owned(),
             status: FolderStatus::Starting,
             tools: Vec::new(),
-        },
+        }),
+        made: None,
     }
 }
 
@@ -587,12 +670,36 @@ fn down_folder(server: &str, folder: &str, reason: &str, extension: &str) -> Ser
             format!("/servers/{folder}/index.{extension}"),
             File::new(content),
         )],
-        folder: ServerFolder {
+        folder: Arc::new(ServerFolder {
             server: server.to_owned(),
             folder: folder.to_owned(),
             status: FolderStatus::Down(reason.to_owned()),
             tools: Vec::new(),
-        },
+        }),
+        made: None,
+    }
+}
+
+/// `first` and the servers of every tools change already waiting in `events`, each once, in
+/// order; `None` when changes were lost (the receiver lagged), so that everything is rebuilt.
+fn queued_changes(
+    events: &mut tokio::sync::broadcast::Receiver<HubEvent>,
+    first: String,
+) -> Option<Vec<String>> {
+    use tokio::sync::broadcast::error::TryRecvError;
+    let mut servers = vec![first];
+    loop {
+        match events.try_recv() {
+            Ok(HubEvent::ToolsChanged { server }) => {
+                if !servers.contains(&server) {
+                    servers.push(server);
+                }
+            }
+            Ok(_) => {}
+            Err(TryRecvError::Lagged(_)) => return None,
+            // Closed: the next `recv` says so.
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return Some(servers),
+        }
     }
 }
 
@@ -625,6 +732,30 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn changes_already_queued_are_taken_together_once_each() {
+        let (events, mut receiver) = tokio::sync::broadcast::channel(4);
+        let changed = |server: &str| HubEvent::ToolsChanged {
+            server: server.to_owned(),
+        };
+        for server in ["b", "a", "b", "c"] {
+            events.send(changed(server)).unwrap();
+        }
+        assert_eq!(
+            queued_changes(&mut receiver, "a".to_owned()),
+            Some(vec!["a".to_owned(), "b".to_owned(), "c".to_owned()])
+        );
+        assert_eq!(
+            queued_changes(&mut receiver, "d".to_owned()),
+            Some(vec!["d".to_owned()])
+        );
+        // More than the channel holds: some were lost, so everything is regenerated.
+        for server in ["a", "b", "c", "d", "e", "f"] {
+            events.send(changed(server)).unwrap();
+        }
+        assert_eq!(queued_changes(&mut receiver, "a".to_owned()), None);
+    }
 
     #[test]
     fn folder_names_are_path_safe_and_distinct() {

@@ -550,7 +550,7 @@ impl Gateway {
         self.hub.start().await;
         if let Some(codegen) = &self.codegen {
             let events = self.hub.subscribe();
-            codegen.rebuild_all().await;
+            codegen.catch_up().await;
             tokio::spawn(codegen.clone().run(events));
         }
         // A store that does not answer is told at start, not at the first large pause; nothing

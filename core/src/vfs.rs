@@ -181,7 +181,7 @@ pub struct Snapshot {
     /// Every file by absolute path.
     pub files: BTreeMap<String, Arc<File>>,
     /// Every server folder by folder name.
-    pub folders: BTreeMap<String, ServerFolder>,
+    pub folders: BTreeMap<String, Arc<ServerFolder>>,
     /// The saved skills (`/skills/<name>.ts`), for listing and search.
     pub skills: Vec<ToolEntry>,
     /// The search index of the tools above (see [`Snapshot::index`]).
@@ -319,7 +319,9 @@ impl Snapshot {
             }
             out.push('\n');
         }
-        let server = folder_of_path.and_then(|folder| self.folders.get(folder));
+        let server = folder_of_path
+            .and_then(|folder| self.folders.get(folder))
+            .map(|folder| &**folder);
         if let Some(ServerFolder {
             status: FolderStatus::Starting,
             server,
@@ -406,6 +408,7 @@ impl Snapshot {
         let starting: Vec<&ServerFolder> = self
             .folders
             .values()
+            .map(|folder| &**folder)
             .filter(|folder| folder.status == FolderStatus::Starting)
             .collect();
         if starting.is_empty() {

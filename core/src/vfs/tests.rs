@@ -51,21 +51,21 @@ fn snapshot() -> Snapshot {
     );
     snapshot.folders.insert(
         "demo".into(),
-        ServerFolder {
+        Arc::new(ServerFolder {
             server: "demo".into(),
             folder: "demo".into(),
             status: FolderStatus::Ready,
             tools,
-        },
+        }),
     );
     snapshot.folders.insert(
         "down".into(),
-        ServerFolder {
+        Arc::new(ServerFolder {
             server: "down".into(),
             folder: "down".into(),
             status: FolderStatus::Down("exited with status 3".into()),
             tools: Vec::new(),
-        },
+        }),
     );
     snapshot
 }
@@ -125,12 +125,12 @@ fn a_program_that_imports_a_skill_waits_for_the_servers_the_skill_imports() {
     ] {
         snapshot.folders.insert(
             folder.to_owned(),
-            ServerFolder {
+            Arc::new(ServerFolder {
                 server: folder.to_owned(),
                 folder: folder.to_owned(),
                 status,
                 tools: Vec::new(),
-            },
+            }),
         );
     }
     snapshot.files.insert(
@@ -222,12 +222,12 @@ fn a_starting_server_is_shown_starting() {
     );
     snapshot.folders.insert(
         "slow".to_owned(),
-        ServerFolder {
+        Arc::new(ServerFolder {
             server: "slow".to_owned(),
             folder: "slow".to_owned(),
             status: FolderStatus::Starting,
             tools: Vec::new(),
-        },
+        }),
     );
     assert!(
         snapshot

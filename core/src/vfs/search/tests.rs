@@ -1,5 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
+use std::sync::Arc;
+
 use super::super::{FolderStatus, ServerFolder, Snapshot, ToolEntry, words};
 
 const SERVERS: [&str; 20] = [
@@ -98,12 +100,12 @@ fn catalogue() -> Snapshot {
         }
         snapshot.folders.insert(
             server.to_owned(),
-            ServerFolder {
+            Arc::new(ServerFolder {
                 server: server.to_owned(),
                 folder: server.to_owned(),
                 status: FolderStatus::Ready,
                 tools,
-            },
+            }),
         );
     }
     snapshot
