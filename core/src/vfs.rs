@@ -631,6 +631,11 @@ impl crate::sandbox::ModuleProvider for Modules {
     fn generation(&self) -> u64 {
         self.0.generation
     }
+
+    fn identity(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        let snapshot: Arc<dyn std::any::Any + Send + Sync> = self.0.clone();
+        Some(Arc::downgrade(&snapshot))
+    }
 }
 
 /// The saved skills' files and entries (see [`crate::skills::vfs_files`]).

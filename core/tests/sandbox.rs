@@ -40,6 +40,8 @@ fn wrapper(server: &str, tool: &str, function: &str) -> String {
 struct Vfs {
     files: Mutex<HashMap<String, Arc<str>>>,
     generation: AtomicU64,
+    /// What this provider is, for engine threads that keep its modules compiled.
+    identity: Arc<()>,
 }
 
 impl Vfs {
@@ -87,6 +89,7 @@ impl Vfs {
         Arc::new(Vfs {
             files: Mutex::new(files),
             generation: AtomicU64::new(1),
+            identity: Arc::new(()),
         })
     }
 
@@ -111,6 +114,10 @@ impl ModuleProvider for Vfs {
     }
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
+    }
+    fn identity(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        let identity: Arc<dyn std::any::Any + Send + Sync> = self.identity.clone();
+        Some(Arc::downgrade(&identity))
     }
 }
 
@@ -358,6 +365,43 @@ mod imports {
             h.vfs
                 .put("/servers/demo/extra.ts", "export const answer: number = 2;");
             assert_eq!(h.run(source, isolation).await.result, Ok(json!(2)));
+            assert_eq!(h.run(source, isolation).await.result, Ok(json!(2)));
+        }
+    }
+
+    /// A module read back from what an earlier execution compiled behaves as the source does,
+    /// down to the line an error is thrown at.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn modules_compiled_once_run_alike_after() {
+        let h = Harness::new();
+        h.vfs.put(
+            "/servers/demo/thrower.ts",
+            "export const tag: string = \"thrower\";\n\nexport function boom(): never {\n  throw new Error(\"boom from the module\");\n}\n",
+        );
+        let source = "import { boom, tag } from './servers/demo/thrower';\n\
+                      import * as all from './servers';\n\
+                      try { boom(); } catch (e) {\n\
+                        export default [tag, Object.keys(all.demo).length, String(e.stack)];\n\
+                      }";
+        let source = source.replace("export default", "globalThis.out =")
+            + "\nexport default globalThis.out;";
+        for isolation in BOTH {
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                let outcome = h.run(&source, isolation).await;
+                seen.push(value(&outcome).clone());
+            }
+            let stack = seen[0][2].as_str().unwrap_or_default().to_owned();
+            assert!(
+                stack.contains("at boom (/servers/demo/thrower.ts:3"),
+                "{isolation:?}: {stack}"
+            );
+            assert_eq!(seen[0][0], json!("thrower"));
+            assert_eq!(seen[0][1], json!(5), "{isolation:?}: {seen:?}");
+            assert!(
+                seen.iter().all(|v| *v == seen[0]),
+                "{isolation:?}: {seen:?}"
+            );
         }
     }
 }

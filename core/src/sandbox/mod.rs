@@ -164,6 +164,12 @@ pub trait ModuleProvider: Send + Sync {
     /// An identifier of this set of modules; it changes whenever any module does, so a worker
     /// may cache modules per generation.
     fn generation(&self) -> u64;
+    /// What these modules are, within the process, beside their generation (the VFS snapshot
+    /// they come from): an engine thread keeps modules it compiled for the next execution whose
+    /// provider has the same identity. `None`: nothing is kept.
+    fn identity(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        None
+    }
 }
 
 /// One tool call from a program, as the bridge receives it.

@@ -2,7 +2,7 @@
 //! program's code: own properties with their descriptors (no prototype, no getter unless asked)
 //! and the internal class of an object. Everything unsafe in the engine is in this file.
 
-use rquickjs::{Ctx, Function, Value, qjs};
+use rquickjs::{Ctx, Function, Module, Value, module::Declared, qjs};
 
 /// One own property: a value, or an accessor's getter.
 pub(crate) enum Prop<'js> {
@@ -279,4 +279,15 @@ pub(crate) fn own_string<'js>(ctx: &Ctx<'js>, object: &Value<'js>, name: &str) -
 pub(crate) fn own_u32<'js>(ctx: &Ctx<'js>, object: &Value<'js>, name: &str) -> Option<u32> {
     let n = own_named(ctx, object, name)?.as_number()?;
     (n >= 0.0 && n <= u32::MAX as f64).then_some(n as u32)
+}
+
+/// A module read back from bytecode this engine wrote (`Module::write` right after compiling
+/// a module the host provided); `None` if QuickJS refuses it, and the caller compiles the source.
+pub(crate) fn load_compiled<'js>(ctx: &Ctx<'js>, code: &[u8]) -> Option<Module<'js, Declared>> {
+    // SAFETY: QuickJS trusts bytecode it reads. `code` only ever comes from a
+    // `compiled::Compiled` cache, which holds nothing but what this process's own QuickJS
+    // wrote of the host's modules before any of their code ran; a program's values never
+    // reach it. The bytes are copied (this QuickJS has no ROM data), so they need not outlive
+    // the module.
+    unsafe { Module::load(ctx.clone(), code) }.ok()
 }

@@ -7,14 +7,14 @@
 use std::{rc::Rc, sync::Arc, time::Instant};
 
 use rquickjs::{
-    Ctx, Exception, Module, Value,
+    Ctx, Exception, Module, Value, WriteOptions,
     loader::{ImportAttributes, Loader, Resolver},
     module::Declared,
     promise::PromiseState,
 };
 
 use super::{
-    AGENT_MODULE, ErrorKind, ExecError, FromEngine, ModuleSource, Shared, ToEngine, ffi,
+    AGENT_MODULE, ErrorKind, ExecError, FromEngine, ModuleSource, Shared, ToEngine, compiled, ffi,
     globals::BridgeModule, next_id,
 };
 use crate::sandbox::Transpiled;
@@ -61,7 +61,21 @@ impl Loader for VfsLoader {
             return Module::declare_def::<BridgeModule, _>(ctx.clone(), name);
         }
         match self.0.module_source(name) {
-            Some(source) => Module::declare(ctx.clone(), name, source.as_bytes()),
+            Some(source) => {
+                if let Some(module) = self
+                    .0
+                    .compiled(name)
+                    .and_then(|code| ffi::load_compiled(ctx, &code))
+                {
+                    return Ok(module);
+                }
+                let module = Module::declare(ctx.clone(), name, source.as_bytes())?;
+                // Written before anything ran: the module as compiled from the host's source.
+                if let Ok(code) = module.write(WriteOptions::default()) {
+                    self.0.keep_compiled(name, code);
+                }
+                Ok(module)
+            }
             None => {
                 let message = format!("cannot load module `{name}`: the host did not provide it");
                 self.0.module_errors.borrow_mut().push(message.clone());
@@ -114,6 +128,29 @@ impl Shared {
                     cache.sources.insert(path.to_owned(), source.clone());
                 }
                 source
+            }
+        }
+    }
+
+    /// This module's bytecode, if an earlier execution compiled it from the same generation.
+    fn compiled(&self, path: &str) -> Option<Arc<[u8]>> {
+        match &self.modules {
+            ModuleSource::Local(provider) => {
+                compiled::local_get(provider, self.start_generation, path)
+            }
+            ModuleSource::Remote(cache) => cache.lock().ok()?.compiled.get(path),
+        }
+    }
+
+    fn keep_compiled(&self, path: &str, code: Vec<u8>) {
+        match &self.modules {
+            ModuleSource::Local(provider) => {
+                compiled::local_put(provider, self.start_generation, path, code)
+            }
+            ModuleSource::Remote(cache) => {
+                if let Ok(mut cache) = cache.lock() {
+                    cache.compiled.put(path, code);
+                }
             }
         }
     }

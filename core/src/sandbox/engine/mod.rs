@@ -9,6 +9,7 @@
 //! timer's callback, the built-ins captured before the program runs) is a `Persistent` in
 //! [`Shared`], dropped before the context is: QuickJS asserts that nothing outlives its runtime.
 
+mod compiled;
 mod failure;
 mod ffi;
 mod globals;
@@ -282,6 +283,8 @@ pub(crate) struct ModuleCache {
     generation: u64,
     sources: HashMap<String, Option<Arc<str>>>,
     paths: Option<Arc<Vec<String>>>,
+    /// The modules as this worker compiled them (see `compiled`).
+    compiled: compiled::Compiled,
 }
 
 impl ModuleCache {
@@ -312,6 +315,10 @@ pub(crate) struct Shared {
     module_errors: RefCell<Vec<String>>,
     /// Sources fetched while resolving, handed to the loader.
     loaded: RefCell<HashMap<String, Arc<str>>>,
+    /// The host provider's generation when the execution started (thread isolation): what
+    /// the modules it compiles are kept under. Any module it loads is of that generation or a
+    /// later one, so nothing is ever kept under a generation newer than its source.
+    start_generation: u64,
     /// The clock, `Math.random`, and the turns recorded or replayed.
     nondet: RefCell<nondet::Nondet>,
     /// Tool calls sent to the host so far (a call's number in [`Turn::Reply`]).
@@ -445,9 +452,14 @@ pub(crate) fn run(
 ) -> (Report, Link) {
     let deadline =
         Instant::now() + Duration::from_millis(limits.timeout_ms.saturating_sub(limits.spent_ms));
+    let start_generation = match &modules {
+        ModuleSource::Local(provider) => provider.generation(),
+        ModuleSource::Remote(_) => 0,
+    };
     let shared = Rc::new(Shared {
         link: RefCell::new(link),
         modules,
+        start_generation,
         limits,
         deadline,
         cancel,

@@ -1,0 +1,118 @@
+//! The host's modules as QuickJS bytecode, kept for the executions after the one that compiled
+//! them. Every execution has a runtime of its own, so without this each one parsed and compiled
+//! every module it imports again: a server's index of 250 tools, or all of `/servers`, on every
+//! run. Reading bytecode back costs a fraction of that.
+//!
+//! What is kept is only what this engine's own QuickJS wrote of a module the host provided,
+//! right after compiling it and before anything ran (a program cannot reach it), for one
+//! generation of the host's modules. A worker process keeps it in its [`super::ModuleCache`];
+//! an engine thread (thread isolation) keeps it per thread, for one provider identity (one VFS
+//! snapshot, see [`ModuleProvider::identity`]).
+
+use std::{
+    any::Any,
+    cell::RefCell,
+    collections::HashMap,
+    sync::{Arc, Weak},
+};
+
+use crate::sandbox::ModuleProvider;
+
+/// What one cache holds at most; past it, modules are compiled each time as before.
+const MAX_BYTES: usize = 64 << 20;
+
+/// Compiled modules by path, for one generation.
+#[derive(Default)]
+pub(crate) struct Compiled {
+    code: HashMap<String, Arc<[u8]>>,
+    bytes: usize,
+}
+
+impl Compiled {
+    pub(crate) fn get(&self, path: &str) -> Option<Arc<[u8]>> {
+        self.code.get(path).cloned()
+    }
+
+    pub(crate) fn put(&mut self, path: &str, code: Vec<u8>) {
+        if self.code.contains_key(path) || self.bytes.saturating_add(code.len()) > MAX_BYTES {
+            return;
+        }
+        self.bytes += code.len();
+        self.code.insert(path.to_owned(), code.into());
+    }
+}
+
+/// An engine thread's cache: of one provider identity (held weakly, which also keeps its
+/// address from being reused by another), at one generation.
+struct Local {
+    identity: Weak<dyn Any + Send + Sync>,
+    generation: u64,
+    compiled: Compiled,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+}
+
+fn same(local: &Local, identity: &Weak<dyn Any + Send + Sync>, generation: u64) -> bool {
+    local.generation == generation && Weak::ptr_eq(&local.identity, identity)
+}
+
+/// This thread's bytecode of `path` from `provider` at `generation`.
+pub(crate) fn local_get(
+    provider: &Arc<dyn ModuleProvider>,
+    generation: u64,
+    path: &str,
+) -> Option<Arc<[u8]>> {
+    let identity = provider.identity()?;
+    LOCAL.with_borrow(|local| {
+        local
+            .as_ref()
+            .filter(|local| same(local, &identity, generation))
+            .and_then(|local| local.compiled.get(path))
+    })
+}
+
+/// Keeps `code` as this thread's bytecode of `path` from `provider` at `generation`, dropping
+/// what the thread kept of another provider or generation.
+pub(crate) fn local_put(
+    provider: &Arc<dyn ModuleProvider>,
+    generation: u64,
+    path: &str,
+    code: Vec<u8>,
+) {
+    let Some(identity) = provider.identity() else {
+        return;
+    };
+    LOCAL.with_borrow_mut(|local| {
+        if !local
+            .as_ref()
+            .is_some_and(|local| same(local, &identity, generation))
+        {
+            *local = Some(Local {
+                identity,
+                generation,
+                compiled: Compiled::default(),
+            });
+        }
+        if let Some(local) = local {
+            local.compiled.put(path, code);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_is_bounded_and_keeps_the_first_code_of_a_path() {
+        let mut compiled = Compiled::default();
+        compiled.put("/a.js", vec![1, 2, 3]);
+        compiled.put("/a.js", vec![9]);
+        assert_eq!(compiled.get("/a.js").as_deref(), Some(&[1u8, 2, 3][..]));
+        compiled.put("/big.js", vec![0; MAX_BYTES]);
+        assert_eq!(compiled.get("/big.js"), None);
+        assert_eq!(compiled.bytes, 3);
+    }
+}
