@@ -8,8 +8,10 @@
 //!   shape of a worker process and its host.
 //!
 //! The relays do no work: no JSON is parsed, no policy asked, no program run. So their figures
-//! are the floor under Runbyte's per-call figures in `tests/benches/percall.mjs` on the same
-//! machine. Each relay runs in a phase of its own, its rounds alternating with direct ones, and
+//! are the floor under Runbyte's per-call figures on the same machine; each phase also runs
+//! `runbyte serve` in that isolation (a program of 100 sequential `echo` calls, less a trivial
+//! program's time in the same round, ÷ 100), so that Runbyte is compared with its floor in the
+//! same rounds (issue 33's target: ≤ 1.15×). Each relay runs in a phase of its own, its rounds alternating with direct ones, and
 //! medians are reported. On a machine with few CPUs the direct figure swings with where the
 //! scheduler puts the two processes (on one CPU, a call is a pair of cheap switches; across two,
 //! each waits for an idle CPU to wake), while a call with a third party always crosses CPUs:
@@ -28,7 +30,8 @@ use std::{
     time::Instant,
 };
 
-use runbyte_tests::{server_everything, test_dep};
+use runbyte_tests::{TempDir, config_of, runbyte, server_everything, test_dep};
+use serde_json::Value;
 
 const ECHO: &str = r#"{"name":"echo","arguments":{"message":"m"}}"#;
 const CALLS: usize = 100;
@@ -104,6 +107,133 @@ impl Server {
     }
 }
 
+/// `runbyte serve` in one isolation with server-everything downstream, driven over stdio by
+/// JSON-RPC lines as [`Server`] drives the server itself.
+struct Gateway {
+    _dir: TempDir,
+    _child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    id: u64,
+    line: String,
+}
+
+/// A program making [`CALLS`] sequential calls; it returns how many answers were right.
+fn sequential_program() -> String {
+    format!(
+        "import {{ echo }} from './servers/everything/echo';\n\
+         let right = 0;\n\
+         for (let i = 0; i < {CALLS}; i++) {{\n\
+           if ((await echo({{ message: 'm' }})) === 'Echo: m') right++;\n\
+         }}\n\
+         export default right;"
+    )
+}
+
+impl Gateway {
+    fn start(node: &std::path::Path, entry: &std::path::Path, isolation: &str) -> Gateway {
+        let dir = TempDir::new(&format!("handoff-{isolation}"));
+        let config = config_of(&[
+            format!(
+                "[sandbox]\npolicy = \"limits\"\n\n[sandbox.limits]\nisolation = \"{isolation}\"\n"
+            ),
+            format!(
+                "[servers.everything]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
+                node.display().to_string(),
+                entry.display().to_string()
+            ),
+        ]);
+        dir.write("runbyte.toml", &config);
+        let mut child = Command::new(runbyte())
+            .arg("serve")
+            .current_dir(dir.path())
+            .env("RUNBYTE_LOG", "error")
+            .env("RUNBYTE_EXE", runbyte())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut gateway = Gateway {
+            input: child.stdin.take().unwrap(),
+            output: BufReader::new(child.stdout.take().unwrap()),
+            _child: child,
+            _dir: dir,
+            id: 0,
+            line: String::new(),
+        };
+        gateway.request(
+            "initialize",
+            r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"handoff","version":"1"}}"#,
+        );
+        gateway
+            .input
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+            .unwrap();
+        // The downstream starts in the background: wait until a program can call it.
+        let began = Instant::now();
+        while !gateway
+            .execute("import { echo } from './servers/everything/echo'; export default await echo({ message: 'm' });")
+            .starts_with("\"Echo: m\"")
+        {
+            assert!(
+                began.elapsed().as_secs() < 60,
+                "runbyte ({isolation}) never reached server-everything"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let program = sequential_program();
+        for _ in 0..10 {
+            gateway.execute(&program);
+            gateway.execute("export default 1");
+        }
+        gateway
+    }
+
+    /// The answer's JSON-RPC `result`, for request `method`.
+    fn request(&mut self, method: &str, params: &str) -> Value {
+        self.id += 1;
+        let id = self.id;
+        let text = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"{method}\",\"params\":{params}}}\n"
+        );
+        self.input.write_all(text.as_bytes()).unwrap();
+        loop {
+            self.line.clear();
+            assert!(
+                self.output.read_line(&mut self.line).unwrap() > 0,
+                "runbyte ended"
+            );
+            let message: Value = serde_json::from_str(&self.line).unwrap();
+            if message["id"] == id {
+                return message["result"].clone();
+            }
+        }
+    }
+
+    /// The text of `execute_code`'s answer to `code`.
+    fn execute(&mut self, code: &str) -> String {
+        let params = serde_json::json!({"name": "execute_code", "arguments": {"code": code}});
+        let result = self.request("tools/call", &params.to_string());
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// One round's per-call figure: the sequential program, less a trivial one, ÷ [`CALLS`].
+    fn per_call_us(&mut self, program: &str) -> f64 {
+        let began = Instant::now();
+        assert!(self.execute("export default 1").starts_with('1'));
+        let trivial = began.elapsed();
+        let began = Instant::now();
+        let answer = self.execute(program);
+        let calls = began.elapsed();
+        assert!(answer.starts_with(&CALLS.to_string()), "{answer}");
+        calls.saturating_sub(trivial).as_secs_f64() * 1e6 / CALLS as f64
+    }
+}
+
 /// `handoff host`: a relay process that owns a server and makes one call per line it reads.
 fn host(node: &std::path::Path, entry: &std::path::Path) {
     let mut server = Server::start(node, entry);
@@ -149,7 +279,8 @@ fn main() {
                 to_caller.send(()).unwrap();
             }
         });
-        let figures = alternate(rounds, &mut direct, || {
+        let mut gateway = Gateway::start(&node, &entry, "thread");
+        let figures = alternate(rounds, &mut direct, &mut gateway, || {
             to_relay.send(()).unwrap();
             from_relay.recv().unwrap();
         });
@@ -167,7 +298,8 @@ fn main() {
         let mut to_relay = relay.stdin.take().unwrap();
         let mut from_relay = BufReader::new(relay.stdout.take().unwrap());
         let mut done = String::new();
-        let figures = alternate(rounds, &mut direct, || {
+        let mut gateway = Gateway::start(&node, &entry, "process");
+        let figures = alternate(rounds, &mut direct, &mut gateway, || {
             to_relay.write_all(b"call\n").unwrap();
             done.clear();
             assert!(
@@ -187,37 +319,72 @@ fn main() {
     );
     println!("| path of a call | per call | direct, same phase | ÷ direct | added |");
     println!("|---|---|---|---|---|");
-    for (label, (direct_us, relay_us)) in [
-        ("through a second thread (channels both ways)", thread),
-        ("through a second process (a pipe both ways)", process),
+    for (label, figures) in [
+        ("through a second thread (channels both ways)", &thread),
+        ("through a second process (a pipe both ways)", &process),
     ] {
         println!(
-            "| {label} | {relay_us:.1} µs | {direct_us:.1} µs | {:.2}× | {:.1} µs |",
-            relay_us / direct_us,
-            relay_us - direct_us
+            "| {label} | {:.1} µs | {:.1} µs | {:.2}× | {:.1} µs |",
+            figures.relay,
+            figures.direct,
+            figures.relay / figures.direct,
+            figures.relay - figures.direct
+        );
+    }
+    println!(
+        "\nRunbyte against its floor, same rounds: a program's {CALLS} sequential calls, less a \
+         trivial program, per call\n"
+    );
+    println!("| isolation | Runbyte per call | its floor (the relay) | ÷ floor | target |");
+    println!("|---|---|---|---|---|");
+    for (label, figures) in [("thread", &thread), ("process", &process)] {
+        println!(
+            "| {label} | {:.1} µs | {:.1} µs | {:.2}× | ≤ 1.15× |",
+            figures.runbyte,
+            figures.relay,
+            figures.runbyte / figures.relay
         );
     }
 }
 
-/// Medians per call of `rounds` rounds of [`CALLS`] calls direct and through `relay`, the order
-/// alternating: (direct, relayed), in µs.
-fn alternate(rounds: usize, direct: &mut Server, mut relay: impl FnMut()) -> (f64, f64) {
-    let (mut direct_us, mut relay_us) = (Vec::new(), Vec::new());
+/// One phase's medians per call, in µs.
+struct Figures {
+    direct: f64,
+    relay: f64,
+    runbyte: f64,
+}
+
+/// Medians per call of `rounds` rounds of [`CALLS`] calls direct, through `relay` and through
+/// Runbyte, the order rotating round by round.
+fn alternate(
+    rounds: usize,
+    direct: &mut Server,
+    gateway: &mut Gateway,
+    mut relay: impl FnMut(),
+) -> Figures {
+    let program = sequential_program();
+    let mut figures: [Vec<f64>; 3] = Default::default();
     for round in 0..rounds {
-        for relayed in [round % 2 == 0, round % 2 == 1] {
-            let began = Instant::now();
-            for _ in 0..CALLS {
-                if relayed { relay() } else { direct.echo() }
-            }
-            let per_call = began.elapsed().as_secs_f64() * 1e6 / CALLS as f64;
-            if relayed {
-                relay_us.push(per_call)
+        for turn in 0..3 {
+            let variant = (round + turn) % 3;
+            let per_call = if variant == 2 {
+                gateway.per_call_us(&program)
             } else {
-                direct_us.push(per_call)
-            }
+                let began = Instant::now();
+                for _ in 0..CALLS {
+                    if variant == 1 { relay() } else { direct.echo() }
+                }
+                began.elapsed().as_secs_f64() * 1e6 / CALLS as f64
+            };
+            figures[variant].push(per_call);
         }
     }
-    (median(&mut direct_us), median(&mut relay_us))
+    let [mut direct_us, mut relay_us, mut runbyte_us] = figures;
+    Figures {
+        direct: median(&mut direct_us),
+        relay: median(&mut relay_us),
+        runbyte: median(&mut runbyte_us),
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
