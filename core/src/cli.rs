@@ -1055,8 +1055,7 @@ async fn probe(
             gateway.shutdown().await;
             return fail(&error);
         }
-        let _ = gateway.hub().connect_now("probe").await;
-        view = gateway.hub().server("probe").await.unwrap_or(view);
+        view = probe_connect(&gateway).await.unwrap_or(view);
     }
     if let Status::Failed { error, .. } = &view.status {
         gateway.shutdown().await;
@@ -1131,6 +1130,29 @@ async fn probe(
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Connects `runbyte probe`'s server again after a login. A background retry that raced the
+/// new connection may report its own end last ("closed by Runbyte"), hiding what the new
+/// connection met (its authorization server changed, say): a failure other than a login's is
+/// tried again, twice at most, before it is taken as the answer.
+async fn probe_connect(gateway: &Gateway) -> Option<crate::hub::ServerView> {
+    let mut view = None;
+    for _ in 0..3 {
+        let _ = gateway.hub().connect_now("probe").await;
+        view = gateway.hub().server("probe").await;
+        let transient = matches!(
+            view.as_ref().map(|view| &view.status),
+            Some(Status::Failed {
+                failure: Failure::Unreachable | Failure::Exited,
+                ..
+            })
+        );
+        if !transient {
+            break;
+        }
+    }
+    view
 }
 
 /// `runbyte probe`'s login: as `runbyte login`, on the spot.
