@@ -25,7 +25,7 @@ use crate::{
 struct ServerFiles {
     files: Vec<(String, Arc<File>)>,
     folder: Arc<ServerFolder>,
-    /// What they were made from.
+    /// What they were made from (`None`: not made from a view yet).
     made: Option<Made>,
 }
 
@@ -310,26 +310,33 @@ impl CodegenDriver {
     async fn regenerate_with(&self, servers: &[String], only_changed: bool) {
         let started = std::time::Instant::now();
         let mut state = self.state.lock().await;
-        // The root first: its answer tells the extension down servers' placeholder files get.
-        let root = self.generate_root().await;
-        let mut changed = 0;
+        // Which servers to generate, with the view each is generated from.
+        let mut due = Vec::new();
         for server in servers {
             let Some(folder) = self.folders.get(server) else {
                 continue;
             };
-            let view = self.hub.server(server).await;
-            let made = view
-                .as_ref()
-                .map(|view| Made::of(view, self.hub.pins().asked(server)));
-            if only_changed
-                && let (Some(made), Some(Some(old))) = (&made, state.get(server).map(|f| &f.made))
-                && made.same(old)
-            {
+            let Some(view) = self.hub.server(server).await else {
                 continue;
+            };
+            let made = Made::of(&view, self.hub.pins().asked(server));
+            let current = state
+                .get(server)
+                .and_then(|files| files.made.as_ref())
+                .is_some_and(|old| made.same(old));
+            if !(only_changed && current) {
+                due.push((server, folder, view, made));
             }
-            changed += 1;
-            let generated = match view {
-                Some(view) if view.status == Status::Ready => {
+        }
+        if only_changed && due.is_empty() {
+            return;
+        }
+        // The root first: its answer tells the extension down servers' placeholder files get.
+        let root = self.generate_root().await;
+        let changed = due.len();
+        for (server, folder, view, made) in due {
+            let generated = match view.status {
+                Status::Ready => {
                     // An MCP App's own tools are not the model's (see `hub::is_app_only`).
                     let tools: Vec<_> = view
                         .tools
@@ -342,34 +349,27 @@ impl CodegenDriver {
                         .await;
                     // Held tools, and those awaiting `pin = "ask"`, are told of in a note
                     // beside the modules (never a module).
-                    let asked = self.hub.pins().asked(server);
                     generated.map(|mut files| {
-                        if !view.held.is_empty() || !asked.is_empty() {
-                            let note = crate::pins::note(server, &view.held, &asked);
+                        if !view.held.is_empty() || !made.asked.is_empty() {
+                            let note = crate::pins::note(server, &view.held, &made.asked);
                             let path = format!("/servers/{folder}/{}", crate::pins::NOTE);
                             files.files.push((path, File::new(note)));
                         }
                         files
                     })
                 }
-                Some(view) => Ok(match view.status {
-                    Status::Failed { error, .. } => {
-                        down_folder(server, folder, &error, &self.extension())
-                    }
-                    _ => starting_folder(server, folder, &self.extension()),
-                }),
-                None => continue,
+                Status::Failed { ref error, .. } => {
+                    Ok(down_folder(server, folder, error, &self.extension()))
+                }
+                _ => Ok(starting_folder(server, folder, &self.extension())),
             };
             let mut files = generated.unwrap_or_else(|error| {
                 tracing::warn!(server, "codegen failed: {error}");
                 let reason = format!("codegen failed: {error}");
                 down_folder(server, folder, &reason, &self.extension())
             });
-            files.made = made;
+            files.made = Some(made);
             state.insert(server.clone(), files);
-        }
-        if only_changed && changed == 0 {
-            return;
         }
         let generation = self
             .generation

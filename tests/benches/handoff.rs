@@ -36,8 +36,9 @@ use serde_json::Value;
 const ECHO: &str = r#"{"name":"echo","arguments":{"message":"m"}}"#;
 const CALLS: usize = 100;
 
-/// server-everything over stdio, its JSON-RPC answers matched to requests by id.
-struct Server {
+/// A child spoken to in JSON-RPC lines over its stdio, initialized; answers are matched to
+/// requests by id without parsing them (the direct figure is the floor: nothing more is done).
+struct Peer {
     _child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
@@ -45,31 +46,62 @@ struct Server {
     line: String,
 }
 
-impl Server {
-    fn start(node: &std::path::Path, entry: &std::path::Path) -> Server {
-        let mut child = Command::new(node)
-            .arg(entry)
-            .arg("stdio")
+impl Peer {
+    fn start(mut command: Command) -> Peer {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut server = Server {
+        let mut peer = Peer {
             input: child.stdin.take().unwrap(),
             output: BufReader::new(child.stdout.take().unwrap()),
             _child: child,
             id: 0,
             line: String::new(),
         };
-        server.request(
+        peer.request(
             "initialize",
             r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"handoff","version":"1"}}"#,
         );
-        server
-            .input
+        peer.input
             .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
             .unwrap();
+        peer
+    }
+
+    /// The answer's line.
+    fn request(&mut self, method: &str, params: &str) -> &str {
+        self.id += 1;
+        let id = self.id;
+        let text = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"{method}\",\"params\":{params}}}\n"
+        );
+        self.input.write_all(text.as_bytes()).unwrap();
+        // `"id":7,` or a closing `"id":7}`, never `"id":70`.
+        let (within, last) = (format!("\"id\":{id},"), format!("\"id\":{id}}}"));
+        loop {
+            self.line.clear();
+            assert!(
+                self.output.read_line(&mut self.line).unwrap() > 0,
+                "the peer ended"
+            );
+            if self.line.contains(&within) || self.line.trim_end().ends_with(&last) {
+                return &self.line;
+            }
+        }
+    }
+}
+
+/// server-everything over stdio.
+struct Server(Peer);
+
+impl Server {
+    fn start(node: &std::path::Path, entry: &std::path::Path) -> Server {
+        let mut command = Command::new(node);
+        command.arg(entry).arg("stdio");
+        let mut server = Server(Peer::start(command));
         // Warm: the server's first calls are slower.
         for _ in 0..300 {
             server.echo();
@@ -77,45 +109,17 @@ impl Server {
         server
     }
 
-    fn request(&mut self, method: &str, params: &str) {
-        self.id += 1;
-        let id = self.id;
-        let text = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"{method}\",\"params\":{params}}}\n"
-        );
-        self.input.write_all(text.as_bytes()).unwrap();
-        let tag = format!("\"id\":{id}");
-        loop {
-            self.line.clear();
-            assert!(
-                self.output.read_line(&mut self.line).unwrap() > 0,
-                "server-everything ended"
-            );
-            if self.line.contains(&tag) {
-                assert!(
-                    self.line.contains("Echo: m") || method != "tools/call",
-                    "{}",
-                    self.line
-                );
-                return;
-            }
-        }
-    }
-
     fn echo(&mut self) {
-        self.request("tools/call", ECHO);
+        let line = self.0.request("tools/call", ECHO);
+        assert!(line.contains("Echo: m"), "{line}");
     }
 }
 
-/// `runbyte serve` in one isolation with server-everything downstream, driven over stdio by
-/// JSON-RPC lines as [`Server`] drives the server itself.
+/// `runbyte serve` in one isolation with server-everything downstream, driven as [`Server`]
+/// drives the server itself.
 struct Gateway {
+    peer: Peer,
     _dir: TempDir,
-    _child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-    id: u64,
-    line: String,
 }
 
 /// A program making [`CALLS`] sequential calls; it returns how many answers were right.
@@ -144,32 +148,16 @@ impl Gateway {
             ),
         ]);
         dir.write("runbyte.toml", &config);
-        let mut child = Command::new(runbyte())
+        let mut command = Command::new(runbyte());
+        command
             .arg("serve")
             .current_dir(dir.path())
             .env("RUNBYTE_LOG", "error")
-            .env("RUNBYTE_EXE", runbyte())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .env("RUNBYTE_EXE", runbyte());
         let mut gateway = Gateway {
-            input: child.stdin.take().unwrap(),
-            output: BufReader::new(child.stdout.take().unwrap()),
-            _child: child,
+            peer: Peer::start(command),
             _dir: dir,
-            id: 0,
-            line: String::new(),
         };
-        gateway.request(
-            "initialize",
-            r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"handoff","version":"1"}}"#,
-        );
-        gateway
-            .input
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-            .unwrap();
         // The downstream starts in the background: wait until a program can call it.
         let began = Instant::now();
         while !gateway
@@ -190,32 +178,12 @@ impl Gateway {
         gateway
     }
 
-    /// The answer's JSON-RPC `result`, for request `method`.
-    fn request(&mut self, method: &str, params: &str) -> Value {
-        self.id += 1;
-        let id = self.id;
-        let text = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"{method}\",\"params\":{params}}}\n"
-        );
-        self.input.write_all(text.as_bytes()).unwrap();
-        loop {
-            self.line.clear();
-            assert!(
-                self.output.read_line(&mut self.line).unwrap() > 0,
-                "runbyte ended"
-            );
-            let message: Value = serde_json::from_str(&self.line).unwrap();
-            if message["id"] == id {
-                return message["result"].clone();
-            }
-        }
-    }
-
     /// The text of `execute_code`'s answer to `code`.
     fn execute(&mut self, code: &str) -> String {
         let params = serde_json::json!({"name": "execute_code", "arguments": {"code": code}});
-        let result = self.request("tools/call", &params.to_string());
-        result["content"][0]["text"]
+        let line = self.peer.request("tools/call", &params.to_string());
+        let answer: Value = serde_json::from_str(line).unwrap();
+        answer["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or_default()
             .to_owned()

@@ -104,7 +104,96 @@ pub(crate) fn local_put(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::{Mutex, atomic::AtomicBool};
+
     use super::*;
+    use crate::sandbox::{
+        Determinism,
+        engine::{self, Link, ModuleSource},
+        protocol::EngineLimits,
+    };
+
+    /// One module whose text the test may change, at generation 1 throughout.
+    struct One {
+        source: Mutex<Arc<str>>,
+        identity: Arc<()>,
+    }
+
+    impl ModuleProvider for One {
+        fn load(&self, path: &str) -> Option<Arc<str>> {
+            (path == "/m.js").then(|| self.source.lock().unwrap().clone())
+        }
+        fn paths(&self) -> Vec<String> {
+            vec!["/m.js".to_owned()]
+        }
+        fn generation(&self) -> u64 {
+            1
+        }
+        fn identity(&self) -> Option<Weak<dyn Any + Send + Sync>> {
+            let identity: Arc<dyn Any + Send + Sync> = self.identity.clone();
+            Some(Arc::downgrade(&identity))
+        }
+    }
+
+    /// Runs `import { v } from '/m.js'` on this thread, the engine as a thread isolation host
+    /// runs it; its value.
+    fn run(provider: &Arc<dyn ModuleProvider>) -> serde_json::Value {
+        let program =
+            crate::sandbox::transpile("import { v } from '/m.js'; export default v;", "agent.ts")
+                .unwrap();
+        let limits = EngineLimits {
+            timeout_ms: 10_000,
+            spent_ms: 0,
+            memory_bytes: 32 << 20,
+            stack_bytes: 512 << 10,
+            max_output_bytes: 1 << 16,
+            max_tool_calls: 1,
+        };
+        let (_, inbox) = std::sync::mpsc::channel();
+        let link = Link::new(Box::new(|_| {}), inbox);
+        let (report, _) = engine::run(
+            &program,
+            limits,
+            Determinism::default(),
+            link,
+            ModuleSource::Local(provider.clone()),
+            Arc::new(AtomicBool::new(false)),
+        );
+        engine::between_runs();
+        report.result.unwrap()
+    }
+
+    /// The second execution runs what the first compiled, not the source again: shown by a
+    /// source changed under the same generation, which a real provider never does.
+    #[test]
+    fn a_later_execution_runs_the_bytecode_an_earlier_one_kept() {
+        std::thread::spawn(|| {
+            let one = Arc::new(One {
+                source: Mutex::new(Arc::from("export const v = 1;")),
+                identity: Arc::new(()),
+            });
+            let provider: Arc<dyn ModuleProvider> = one.clone();
+            assert_eq!(run(&provider), serde_json::json!(1));
+            assert!(local_get(&provider, 1, "/m.js").is_some());
+            *one.source.lock().unwrap() = Arc::from("export const v = 2;");
+            assert_eq!(run(&provider), serde_json::json!(1));
+            // Bytes QuickJS refuses are compiled from the source instead.
+            LOCAL.with_borrow_mut(|local| *local = None);
+            local_put(&provider, 1, "/m.js", b"not bytecode".to_vec());
+            assert_eq!(run(&provider), serde_json::json!(2));
+            // Another provider (another snapshot) keeps nothing of this one's.
+            let other: Arc<dyn ModuleProvider> = Arc::new(One {
+                source: Mutex::new(Arc::from("export const v = 3;")),
+                identity: Arc::new(()),
+            });
+            assert_eq!(run(&other), serde_json::json!(3));
+            assert!(local_get(&provider, 1, "/m.js").is_none());
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn a_cache_is_bounded_and_keeps_the_first_code_of_a_path() {
