@@ -32,7 +32,10 @@ pub use gate::Gate;
 pub use render::render;
 use render::render_with;
 pub use round_trip::{Client, Progress, Retry, StateSettings};
-pub use tasks::{ExecutionTasks, Record as TaskRecord};
+pub use tasks::{
+    Ended as TaskEnd, ExecutionTasks, MAX_RUNNING as MAX_RUNNING_TASKS, Outcome as TaskOutcome,
+    Record as TaskRecord,
+};
 #[cfg(test)]
 use value::map_result;
 

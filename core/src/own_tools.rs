@@ -285,6 +285,9 @@ impl<'a> Own<'a> for ReadFile<'a> {
     };
 }
 
+/// The name of the tool that runs a program.
+pub const EXECUTE_CODE: &str = "execute_code";
+
 /// `execute_code`: one program to run.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(test, derive(serde::Serialize))]
@@ -295,7 +298,7 @@ pub struct ExecuteCode<'a> {
 
 impl<'a> Own<'a> for ExecuteCode<'a> {
     const SPEC: Spec = Spec {
-        name: "execute_code",
+        name: EXECUTE_CODE,
         description: "Run a TypeScript program in a sandbox: import tools from './servers/<server>', await them, export default only what you need. Returns it as JSON with console output and a call summary.",
         args: &[Arg::required("code", Kind::String)],
         hint: Hint::Destructive,

@@ -65,6 +65,29 @@ pub struct PumpTransport<R: ServiceRole> {
     cancel: tokio_util::sync::CancellationToken,
     reason: CloseReason,
     direct: Option<Arc<Direct<R>>>,
+    rewrite: Option<Arc<dyn Rewrite>>,
+}
+
+/// Rewrites a connection's messages as text: what the peer sent before rmcp reads it, and
+/// rmcp's answers to chosen requests before the peer gets them. It speaks for rmcp where rmcp
+/// does not know a revision's form (the 2025-11-25 tasks, `crate::server`).
+pub trait Rewrite: Send + Sync {
+    /// What to make of a message the peer sent, before rmcp reads it.
+    fn incoming(&self, text: &str) -> Rewritten;
+    /// Whether the answer to request `id` is to be rewritten (asked of every answer: cheap).
+    fn rewrites(&self, id: &RequestId) -> bool;
+    /// The answer to request `id`, rewritten.
+    fn outgoing(&self, id: &RequestId, text: String) -> String;
+}
+
+/// What [`Rewrite::incoming`] makes of a message.
+pub enum Rewritten {
+    /// The message as it came.
+    Same,
+    /// This message instead.
+    Message(String),
+    /// Not for rmcp: this answer goes back to the peer.
+    Answer(String),
 }
 
 /// Answers read directly, without rmcp's general parse: the answers to requests of one kind
@@ -188,10 +211,20 @@ struct Reader<R: ServiceRole> {
     on_garbage: OnGarbage,
     reason: CloseReason,
     direct: Option<Arc<Direct<R>>>,
+    rewrite: Option<Arc<dyn Rewrite>>,
 }
 
 impl<R: ServiceRole> Reader<R> {
     fn parse(&self, text: &str) -> Parsed<R> {
+        let rewritten;
+        let text = match self.rewrite.as_ref().map(|rewrite| rewrite.incoming(text)) {
+            None | Some(Rewritten::Same) => text,
+            Some(Rewritten::Message(message)) => {
+                rewritten = message;
+                &rewritten
+            }
+            Some(Rewritten::Answer(answer)) => return Parsed::Answer(answer),
+        };
         let parsed = self.parse_unwatched(text);
         if let (Parsed::Message(message), Some(watch)) = (
             &parsed,
@@ -345,17 +378,34 @@ pub enum OnGarbage {
 }
 
 impl<R: ServiceRole> PumpTransport<R> {
-    /// Starts the reader and writer threads for `pump`. `peer` names the other side in logs.
-    pub fn new(pump: Pump, peer: String, on_garbage: OnGarbage) -> Self {
-        Self::reading_directly(pump, peer, on_garbage, None)
+    /// Starts the reader and writer threads for `pump`, with the messages `rewrite` rewrites.
+    /// `peer` names the other side in logs.
+    pub fn rewriting(
+        pump: Pump,
+        peer: String,
+        on_garbage: OnGarbage,
+        rewrite: Arc<dyn Rewrite>,
+    ) -> Self {
+        Self::start(pump, peer, on_garbage, None, Some(rewrite))
     }
 
-    /// As [`PumpTransport::new`], reading the answers `direct` picks directly.
+    /// Starts the reader and writer threads for `pump`, reading the answers `direct` picks
+    /// directly.
     pub fn reading_directly(
         pump: Pump,
         peer: String,
         on_garbage: OnGarbage,
         direct: Option<Direct<R>>,
+    ) -> Self {
+        Self::start(pump, peer, on_garbage, direct, None)
+    }
+
+    fn start(
+        pump: Pump,
+        peer: String,
+        on_garbage: OnGarbage,
+        direct: Option<Direct<R>>,
+        rewrite: Option<Arc<dyn Rewrite>>,
     ) -> Self {
         let direct = direct.map(Arc::new);
         let (in_tx, incoming) = mpsc::channel(256);
@@ -410,6 +460,7 @@ impl<R: ServiceRole> PumpTransport<R> {
             on_garbage,
             reason: reason.clone(),
             direct: direct.clone(),
+            rewrite: rewrite.clone(),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         match (pump.readable_fd(), tokio::runtime::Handle::try_current()) {
@@ -437,6 +488,7 @@ impl<R: ServiceRole> PumpTransport<R> {
             cancel,
             reason,
             direct,
+            rewrite,
         }
     }
 
@@ -759,8 +811,23 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for PumpTransport<R> {
         if let Some(direct) = &self.direct {
             direct.sent(&item);
         }
+        let answered = match &item {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        let rewrite = self
+            .rewrite
+            .as_ref()
+            .zip(answered)
+            .filter(|(rewrite, id)| rewrite.rewrites(id))
+            .map(|(rewrite, id)| (rewrite.clone(), id.clone()));
         let mut answer = None;
         let sent = serde_json::to_string(&item)
+            .map(|text| match rewrite {
+                Some((rewrite, id)) => rewrite.outgoing(&id, text),
+                None => text,
+            })
             .map_err(|e| PumpError(format!("cannot encode a message: {e}")))
             .and_then(|text| match &self.outgoing {
                 Some(outgoing) => outgoing.send((text, id)).map_err(|_| closed(&self.reason)),

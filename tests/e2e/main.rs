@@ -16,6 +16,7 @@ mod hostile;
 mod hub;
 mod infer;
 mod install;
+mod legacy_tasks;
 mod listeners;
 // Unix only: the browser stand-ins are shell scripts, and a token file's mode is checked.
 #[cfg(unix)]

@@ -686,6 +686,8 @@ pub struct JsonLines {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    /// Messages read while waiting for another, in the order they came.
+    held: std::collections::VecDeque<serde_json::Value>,
     _dir: TempDir,
 }
 
@@ -724,7 +726,33 @@ impl JsonLines {
             child,
             stdin,
             lines,
+            held: std::collections::VecDeque::new(),
             _dir: dir,
+        }
+    }
+
+    /// Sends one message as it is.
+    pub fn send(&mut self, message: &serde_json::Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The first message `wanted` picks, of those held or the next ones (a minute at most);
+    /// the others it passes are held for later.
+    pub fn until(&mut self, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        if let Some(at) = self.held.iter().position(&wanted) {
+            return self.held.remove(at).unwrap();
+        }
+        loop {
+            let message = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("no such message within a minute");
+            if wanted(&message) {
+                return message;
+            }
+            self.held.push_back(message);
         }
     }
 
@@ -735,20 +763,10 @@ impl JsonLines {
         method: &str,
         params: serde_json::Value,
     ) -> serde_json::Value {
-        use std::io::Write;
         let request =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{request}").unwrap();
-        self.stdin.flush().unwrap();
-        loop {
-            let message = self
-                .lines
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .expect("no answer within a minute");
-            if message["id"] == id {
-                return message;
-            }
-        }
+        self.send(&request);
+        self.until(|message| message["id"] == id && message.get("method").is_none())
     }
 
     /// Sends a notification (no answer is waited for).

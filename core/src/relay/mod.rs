@@ -311,6 +311,8 @@ pub fn approved(answer: &Value) -> Result<(), String> {
 /// Asks a legacy client session with a server-to-client request.
 pub struct SessionAsker {
     peer: Peer<RoleServer>,
+    /// The 2025-11-25 task the questions are for: each names it in its `_meta`.
+    task: Option<String>,
 }
 
 impl SessionAsker {
@@ -318,13 +320,33 @@ impl SessionAsker {
     /// forbids server-to-client requests.
     pub fn of(peer: &Peer<RoleServer>) -> Option<Self> {
         peer.peer_info()?;
-        Some(SessionAsker { peer: peer.clone() })
+        Some(SessionAsker {
+            peer: peer.clone(),
+            task: None,
+        })
+    }
+
+    /// Asks for task `task` (2025-11-25): each question carries
+    /// `_meta["io.modelcontextprotocol/related-task"]`.
+    pub fn for_task(self, task: String) -> Self {
+        SessionAsker {
+            task: Some(task),
+            ..self
+        }
     }
 }
+
+/// The `_meta` key that ties a message to a 2025-11-25 task.
+pub const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
 
 impl Asker for SessionAsker {
     fn ask(&self, question: Question) -> BoxFuture<'static, Result<Value, String>> {
         let peer = self.peer.clone();
+        let related = self.task.as_ref().map(|task| {
+            let mut meta = serde_json::Map::new();
+            meta.insert(RELATED_TASK_META.to_owned(), json!({"taskId": task}));
+            rmcp::model::MetaObject(meta)
+        });
         Box::pin(async move {
             let capabilities = peer
                 .peer_info()
@@ -332,7 +354,7 @@ impl Asker for SessionAsker {
                 .unwrap_or_default();
             answerable(&capabilities, &question)?;
             let method = method_of(&question);
-            let request = match question {
+            let mut request = match question {
                 InputRequest::CreateMessage(request) => {
                     ServerRequest::CreateMessageRequest(request)
                 }
@@ -340,6 +362,17 @@ impl Asker for SessionAsker {
                 InputRequest::ListRoots(request) => ServerRequest::ListRootsRequest(request),
                 _ => return Err("Runbyte cannot relay this kind of request".to_owned()),
             };
+            if let Some(related) = related {
+                let extensions = match &mut request {
+                    ServerRequest::CreateMessageRequest(request) => Some(&mut request.extensions),
+                    ServerRequest::ElicitRequest(request) => Some(&mut request.extensions),
+                    ServerRequest::ListRootsRequest(request) => Some(&mut request.extensions),
+                    _ => None,
+                };
+                if let Some(extensions) = extensions {
+                    extensions.insert(related);
+                }
+            }
             let answer = peer
                 .send_request(request)
                 .await

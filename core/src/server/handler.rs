@@ -57,6 +57,8 @@ pub struct Session {
     /// [`fairness_key`]): each such execution is a session of its own, so without this one
     /// client's flood would be many clients.
     fairness: Arc<str>,
+    /// Tasks as 2025-11-25 has them, if the session agreed on that revision.
+    legacy_tasks: Arc<super::legacy_tasks::LegacyTasks>,
 }
 
 /// Resources a listen follows, counted against its session's bound until it ends.
@@ -108,7 +110,21 @@ impl Session {
             log_level: Arc::new(Mutex::new(None)),
             subscriptions: Arc::default(),
             listening: Arc::default(),
+            legacy_tasks: Arc::default(),
         }
+    }
+
+    /// The session's 2025-11-25 tasks, which its transport rewrites the messages of.
+    pub fn with_legacy_tasks(self, legacy_tasks: Arc<super::legacy_tasks::LegacyTasks>) -> Self {
+        Session {
+            legacy_tasks,
+            ..self
+        }
+    }
+
+    /// Who owns a legacy session's tasks: the session.
+    fn session_owner(&self) -> String {
+        format!("session {}", self.session)
     }
 
     /// Who owns the tasks this client's calls make, and alone may see them: a legacy session
@@ -117,7 +133,7 @@ impl Session {
     /// stdio. The task ids are unguessable besides.
     fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
         match SessionAsker::of(&context.peer) {
-            Some(_) => format!("session {}", self.session),
+            Some(_) => self.session_owner(),
             None => self.fairness.to_string(),
         }
     }
@@ -185,6 +201,16 @@ impl Session {
             .unwrap_or_default();
         for uri in uris {
             let _ = self.gateway.hub().unsubscribe_resource(&uri).await;
+        }
+        // Its 2025-11-25 tasks: no one can fetch them now.
+        if self.legacy_tasks.on() {
+            let cancelled = self.gateway.tasks().cancel_owned_by(&self.session_owner());
+            if cancelled > 0 {
+                tracing::info!(
+                    session = %crate::logging::session_tag(&self.session),
+                    "the session ended: {cancelled} of its tasks cancelled"
+                );
+            }
         }
     }
 
@@ -329,24 +355,53 @@ impl Session {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let code = call.code.to_owned();
-        // A 2026-07-28 client that declared the Tasks extension gets a task at once, and the
-        // execution runs on (`super::tasks`).
         let asker = SessionAsker::of(&context.peer);
         let capabilities = context.client_capabilities().unwrap_or_default();
-        if asker.is_none() && retry.state.is_none() && capabilities.supports_tasks() {
-            let started = super::tasks::Started {
-                code: code.clone(),
-                session: self.session.clone(),
-                listener: self.listener.to_string(),
-                fairness: self.fairness.to_string(),
-                owner: self.task_owner(context),
-                keeps: self.keeps(context),
-                capabilities: capabilities.clone(),
-                parent: Parent::from_meta(&context.meta),
+        let started = |requestor| super::tasks::Started {
+            code: code.clone(),
+            session: self.session.clone(),
+            listener: self.listener.to_string(),
+            fairness: self.fairness.to_string(),
+            owner: self.task_owner(context),
+            keeps: self.keeps(context),
+            capabilities: capabilities.clone(),
+            parent: Parent::from_meta(&context.meta),
+            requestor,
+        };
+        // A 2025-11-25 session's task-augmented call gets the task at once
+        // (`super::legacy_tasks`), and the execution runs on.
+        if self.legacy_tasks.augmented(&context.id) {
+            let requestor = super::legacy_tasks::Requestor {
+                legacy: self.legacy_tasks.clone(),
+                tasks: self.gateway.tasks().clone(),
+                peer: context.peer.clone(),
+                progress: PeerProgress::of(context),
             };
-            if let Some(created) = super::tasks::start(self.gateway.clone(), started).await {
-                return Ok(CallToolResponse::Task(created));
-            }
+            let started = started(Some(Arc::new(requestor)));
+            let Some(created) = super::tasks::start(self.gateway.clone(), started).await else {
+                return Err(ErrorData::internal_error(
+                    format!(
+                        "too many tasks: at most {} run at once, and ended ones are kept for a \
+                         while; call again later, or without `task`",
+                        execute::MAX_RUNNING_TASKS
+                    ),
+                    None,
+                ));
+            };
+            let tasks = self.gateway.tasks();
+            let task = self.legacy_tasks.task(tasks, &created.task.task_id);
+            self.legacy_tasks
+                .created(&context.id, task.unwrap_or_default());
+            return Ok(CallToolResult::success(Vec::new()).into());
+        }
+        // A 2026-07-28 client that declared the Tasks extension gets a task at once, and the
+        // execution runs on (`super::tasks`).
+        if asker.is_none()
+            && retry.state.is_none()
+            && capabilities.supports_tasks()
+            && let Some(created) = super::tasks::start(self.gateway.clone(), started(None)).await
+        {
+            return Ok(CallToolResponse::Task(created));
         }
         let client = execute::Client {
             session: &self.session,
@@ -1003,8 +1058,22 @@ impl ServerHandler for Session {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        // A 2025-11-25 session's `tasks/*`, renamed (`super::legacy_tasks`).
+        let legacy = request
+            .method
+            .strip_prefix(super::legacy_tasks::METHOD_PREFIX)
+            .filter(|_| self.legacy_tasks.on());
+        if let Some(method) = legacy {
+            let tasks = self.gateway.tasks();
+            let owner = self.session_owner();
+            return self
+                .legacy_tasks
+                .answer(tasks, &owner, method, request.params, context.ct)
+                .await
+                .map(CustomResult::new);
+        }
         let metrics = self
             .gateway
             .telemetry()

@@ -2,6 +2,7 @@
 
 mod complete;
 mod handler;
+mod legacy_tasks;
 pub mod options;
 mod param_headers;
 mod tasks;
@@ -150,9 +151,15 @@ async fn serve_session(gateway: Arc<Gateway>, accepted: Accepted, listener: Arc<
     // The session's name may be its credential (a legacy HTTP session id): logs get its tag.
     let tag = crate::logging::session_tag(&session);
     tracing::debug!(%peer, session = %tag, "client connection opened");
-    let transport =
-        PumpTransport::<RoleServer>::new(pump, format!("client {peer}"), OnGarbage::Answer);
-    let client = Session::new(gateway.clone(), session.clone(), listener, &peer);
+    let legacy_tasks = Arc::new(legacy_tasks::LegacyTasks::default());
+    let transport = PumpTransport::<RoleServer>::rewriting(
+        pump,
+        format!("client {peer}"),
+        OnGarbage::Answer,
+        legacy_tasks.clone(),
+    );
+    let client = Session::new(gateway.clone(), session.clone(), listener, &peer)
+        .with_legacy_tasks(legacy_tasks);
     let client_subscriptions = client.clone();
     match complete::Answering(client.clone()).serve(transport).await {
         Ok(running) => {

@@ -4,7 +4,8 @@
 //! `tasks/update` and `tasks/cancel`, which reach either such an execution or the server whose
 //! task answered a direct call ([`crate::hub::Hub::task_request`]). rmcp answers them -32021
 //! for a request that did not declare the extension, and `tasks/list` and `tasks/result` (which
-//! SEP-2663 removed) -32601.
+//! SEP-2663 removed) -32601, except in a 2025-11-25 session, which has that revision's tasks
+//! (`super::legacy_tasks`, on the same [`start`]).
 //!
 //! An execution's task lives in this process (rmcp's `TaskManager`). Without `[server]
 //! state-store`, a replica that did not start it does not know its id; with one, the task is
@@ -32,7 +33,7 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::execute::{self, ExecutionTasks, Retry};
+use crate::execute::{self, ExecutionTasks, Retry, TaskEnd};
 use crate::gateway::Gateway;
 use crate::hub::TaskRequest;
 use crate::relay::{Asker, Question};
@@ -48,6 +49,19 @@ pub struct Started {
     pub keeps: crate::kept::Owner,
     pub capabilities: ClientCapabilities,
     pub parent: Parent,
+    /// A 2025-11-25 session's task (`super::legacy_tasks`): it asks and is told through the
+    /// session. `None`: SEP-2663's, whose questions are the task's `inputRequests`.
+    pub requestor: Option<Arc<dyn Requestor>>,
+}
+
+/// The session a task of 2025-11-25 was started in, which its questions and progress reach.
+pub trait Requestor: Send + Sync {
+    /// Who answers task `task`'s questions.
+    fn asker(&self, task: &str) -> Arc<dyn Asker>;
+    /// Where its progress goes besides its `statusMessage`, if anywhere.
+    fn progress(&self) -> Option<Arc<dyn execute::Progress>>;
+    /// Told once task `task` ended (`notifications/tasks/status`).
+    fn ended(&self, task: &str) -> BoxFuture<'static, ()>;
 }
 
 /// Starts `started` as a task of `gateway`'s; `None` when the most tasks already run (the
@@ -60,8 +74,13 @@ pub async fn start(gateway: Arc<Gateway>, started: Started) -> Option<CreateTask
         Box::pin(async move {
             let id = context.task_id().to_owned();
             let recorder = tokio::spawn(record(tasks.clone(), context.clone()));
+            let requestor = started.requestor.clone();
             let exit = run(gateway, started, context).await;
             recorder.abort();
+            tasks.finish(&id, TaskEnd::of(&exit));
+            if let Some(requestor) = requestor {
+                requestor.ended(&id).await;
+            }
             if let Some(Err(error)) = tasks.record_end(&id, &exit).await {
                 tracing::warn!(task = %id, "the task's end is not recorded: {error}");
             }
@@ -129,10 +148,20 @@ async fn run(
             cancel.cancel();
         })
     };
-    let asker = Arc::new(TaskAsker {
-        context: context.clone(),
-        next: AtomicU64::new(1),
-    });
+    let status = TaskStatus(context.clone());
+    let (asker, progress): (Arc<dyn Asker>, Arc<dyn execute::Progress>) = match &started.requestor {
+        Some(requestor) => (
+            requestor.asker(context.task_id()),
+            Arc::new(AlsoTo(status, requestor.progress())),
+        ),
+        None => (
+            Arc::new(TaskAsker {
+                context: context.clone(),
+                next: AtomicU64::new(1),
+            }),
+            Arc::new(status),
+        ),
+    };
     let client = execute::Client {
         session: &session,
         listener: Some(&started.listener),
@@ -140,7 +169,7 @@ async fn run(
         keeps: started.keeps,
         asker: Some(asker),
         capabilities: started.capabilities,
-        progress: Some(Arc::new(TaskStatus(context.clone()))),
+        progress: Some(progress),
         parent: started.parent,
         cancel,
     };
@@ -171,6 +200,26 @@ impl execute::Progress for TaskStatus {
     fn tell(&self, _seconds: f64, message: String) -> BoxFuture<'static, bool> {
         self.0.set_status_message(message);
         Box::pin(std::future::ready(true))
+    }
+}
+
+/// The task's `statusMessage`, and the progress notifications the request asked for: a
+/// client that cannot be told (it went away, to come back) still finds the status.
+struct AlsoTo(TaskStatus, Option<Arc<dyn execute::Progress>>);
+
+impl execute::Progress for AlsoTo {
+    fn tell(&self, seconds: f64, message: String) -> BoxFuture<'static, bool> {
+        let notified = self
+            .1
+            .as_ref()
+            .map(|progress| progress.tell(seconds, message.clone()));
+        let status = self.0.tell(seconds, message);
+        Box::pin(async move {
+            if let Some(notified) = notified {
+                notified.await;
+            }
+            status.await
+        })
     }
 }
 
