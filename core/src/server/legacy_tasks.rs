@@ -55,8 +55,11 @@ const MAX_PENDING: usize = 1024;
 /// rewrite.
 #[derive(Default)]
 pub struct LegacyTasks {
-    /// The session agreed on 2025-11-25.
+    /// The session asked for 2025-11-25 in `initialize`, and the answer did not refuse it.
     on: AtomicBool,
+    /// The session's first message was read: a session that did not begin with such an
+    /// `initialize` never has these tasks, and its messages are not looked at.
+    begun: AtomicBool,
     /// Requests whose answers are rewritten (`rewrites` asks for each answer: the count
     /// spares it the lock when there are none).
     pending: Mutex<HashMap<RequestId, Pending>>,
@@ -293,6 +296,8 @@ impl Rewrite for LegacyTasks {
         // Most messages are none of these: only a text that could be one is read.
         let maybe = if self.on() {
             text.contains("\"task") || text.contains("tools/list")
+        } else if self.begun.swap(true, Ordering::AcqRel) {
+            false
         } else {
             text.contains("\"initialize\"") && text.contains(REVISION)
         };
@@ -315,6 +320,9 @@ impl Rewrite for LegacyTasks {
                 let asked = params.and_then(|params| params.get("protocolVersion"));
                 if asked.and_then(Value::as_str) == Some(REVISION) {
                     self.expect(id, Pending::Initialize);
+                    // Until the answer says otherwise: a client may send its next requests
+                    // before it has the answer.
+                    self.on.store(true, Ordering::Release);
                 }
                 Rewritten::Same
             }
@@ -371,9 +379,9 @@ impl Rewrite for LegacyTasks {
         match pending {
             Pending::Initialize => {
                 if result["protocolVersion"] != REVISION {
+                    self.on.store(false, Ordering::Release);
                     return text;
                 }
-                self.on.store(true, Ordering::Release);
                 result["capabilities"]["tasks"] = json!({
                     "list": {},
                     "cancel": {},
@@ -535,14 +543,22 @@ mod tests {
 
     #[test]
     fn only_a_session_that_agreed_on_the_revision_has_its_tasks() {
+        // A session that began otherwise (2026-07-28 has no `initialize`) never has them.
         let legacy = LegacyTasks::default();
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": "list_directory", "task": {}}});
         assert!(same(incoming(&legacy, call)));
         let get = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get",
                          "params": {"taskId": "x"}});
+        assert!(same(incoming(&legacy, get.clone())));
+        let init = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize",
+                          "params": {"protocolVersion": REVISION}});
+        assert!(same(incoming(&legacy, init)));
+        assert!(!legacy.on() && !legacy.rewrites(&RequestId::Number(3)));
         assert!(same(incoming(&legacy, get)));
-        // Asked for the revision, answered with another: still off.
+
+        // Asked for the revision, answered with another: off.
+        let legacy = LegacyTasks::default();
         let init = json!({"jsonrpc": "2.0", "id": "i", "method": "initialize",
                           "params": {"protocolVersion": REVISION}});
         assert!(same(incoming(&legacy, init)));
