@@ -331,7 +331,11 @@ impl Rewrite for LegacyTasks {
                 self.expect(id, Pending::ToolsList);
                 Rewritten::Same
             }
-            "tools/call" if params.and_then(|params| params.get("task")).is_some() => {
+            "tools/call"
+                if params
+                    .and_then(|params| params.get("task"))
+                    .is_some_and(|task| !task.is_null()) =>
+            {
                 let name = params
                     .and_then(|params| params.get("name"))
                     .and_then(Value::as_str);
@@ -599,6 +603,10 @@ mod tests {
                                        "arguments": {"code": "export default {\"task\": 1}"}}});
         assert!(same(incoming(&legacy, quoted)));
         assert!(!legacy.augmented(&RequestId::Number(3)));
+        // Nor is a `task` of null.
+        let null = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                          "params": {"name": "list_directory", "task": null}});
+        assert!(same(incoming(&legacy, null)));
 
         let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                           "params": {"name": "execute_code", "arguments": {"code": "1"},
@@ -656,5 +664,94 @@ mod tests {
             assert!(same(incoming(&legacy, list)));
         }
         assert!(legacy.pending.lock().unwrap().len() <= MAX_PENDING);
+    }
+
+    fn arbitrary_message() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let method = prop_oneof![
+            Just("tasks/get".to_owned()),
+            Just("tasks/result".to_owned()),
+            Just("tasks/list".to_owned()),
+            Just("tasks/cancel".to_owned()),
+            Just("tools/call".to_owned()),
+            Just("tools/list".to_owned()),
+            Just("initialize".to_owned()),
+            "[a-z/]{0,12}",
+        ];
+        let id = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(|id| json!(id)),
+            "[a-z0-9]{0,6}".prop_map(Value::String),
+            Just(json!({})),
+        ];
+        let task = prop_oneof![
+            Just(None),
+            Just(Some(Value::Null)),
+            Just(Some(json!({}))),
+            any::<u32>().prop_map(|ttl| Some(json!({"ttl": ttl}))),
+            Just(Some(json!("task"))),
+        ];
+        let name = prop_oneof![
+            Just(crate::own_tools::EXECUTE_CODE.to_owned()),
+            "[a-z_\"]{0,10}"
+        ];
+        (method, id, task, name, "[a-z\"{}:]{0,16}").prop_map(|(method, id, task, name, noise)| {
+            let mut params = json!({"name": name, "arguments": {"code": noise}});
+            if let Some(task) = task {
+                params["task"] = task;
+            }
+            let mut message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+            if !id.is_null() {
+                message["id"] = id;
+            }
+            message
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever an agreed session sends, a message is left alone, renamed (the four
+        /// `tasks/*` requests only, nothing else of them changed) or refused (a task-augmented
+        /// call of another tool, with its id); whatever any session sends, nothing panics.
+        #[test]
+        fn an_agreed_session_s_messages_are_only_renamed_or_refused_as_the_revision_asks(
+            message in arbitrary_message(),
+            garbage in "[ -~]{0,40}",
+        ) {
+            let legacy = agreed();
+            let fresh = LegacyTasks::default();
+            let _ = fresh.incoming(&garbage);
+            let _ = legacy.incoming(&garbage);
+            let method = message["method"].as_str().unwrap_or_default().to_owned();
+            let has_id = serde_json::from_value::<RequestId>(message["id"].clone()).is_ok();
+            let task = message["params"].get("task").is_some_and(|task| !task.is_null());
+            let other_tool = message["params"]["name"] != crate::own_tools::EXECUTE_CODE;
+            match legacy.incoming(&message.to_string()) {
+                Rewritten::Same => {
+                    let renamed = has_id && method.starts_with("tasks/")
+                        && ["get", "result", "list", "cancel"].iter().any(|m| method == format!("tasks/{m}"));
+                    proptest::prop_assert!(!renamed, "{message}");
+                    proptest::prop_assert!(!(has_id && method == "tools/call" && task && other_tool), "{message}");
+                }
+                Rewritten::Message(text) => {
+                    let renamed: Value = serde_json::from_str(&text).unwrap();
+                    let mut expected = message.clone();
+                    expected["method"] = json!(format!("{METHOD_PREFIX}{method}"));
+                    proptest::prop_assert_eq!(renamed, expected);
+                }
+                Rewritten::Answer(text) => {
+                    let answer: Value = serde_json::from_str(&text).unwrap();
+                    proptest::prop_assert!(method == "tools/call" && task && other_tool, "{message}");
+                    proptest::prop_assert_eq!(&answer["id"], &message["id"]);
+                    proptest::prop_assert_eq!(&answer["error"]["code"], &json!(-32601));
+                }
+            }
+            // Any answer to any id comes out as it went in, or as JSON.
+            for id in [RequestId::Number(1), RequestId::String("a".into())] {
+                if legacy.rewrites(&id) {
+                    let out = legacy.outgoing(&id, garbage.clone());
+                    proptest::prop_assert!(out == garbage || serde_json::from_str::<Value>(&out).is_ok());
+                }
+            }
+        }
     }
 }
