@@ -248,6 +248,13 @@ impl ExecutionTasks {
             }
             let held = owners.values().filter(|held| held.owner == owner).count();
             if owners.len() >= MAX_HELD || held >= MAX_HELD_PER_OWNER {
+                // The owner is not named: a legacy session's id is its credential.
+                tracing::warn!(
+                    "no task started: its client holds {held} tasks (at most \
+                     {MAX_HELD_PER_OWNER}), all clients {} (at most {MAX_HELD}); ended tasks \
+                     are kept as long as they could run",
+                    owners.len()
+                );
                 return None;
             }
             let task = self.manager.spawn(options, run);
@@ -416,5 +423,28 @@ mod tests {
         assert_eq!(tasks.cancel_owned_by("b"), 1);
         assert!(matches!(tasks.end(&other), Some(Ended::Cancelled)));
         assert!(tasks.wait_end("no-such-task").await.is_none());
+    }
+
+    #[tokio::test]
+    async fn one_owner_cannot_hold_every_task() {
+        let tasks = ExecutionTasks::new(None, None);
+        let quick = |tasks: &ExecutionTasks, owner: &str| {
+            tasks.start(owner.to_owned(), |_| -> TaskFuture {
+                Box::pin(async { Ok(CallToolResult::success(Vec::new())) })
+            })
+        };
+        for _ in 0..MAX_HELD_PER_OWNER {
+            assert!(quick(&tasks, "a").is_some());
+        }
+        // They all ended, and are kept: none runs, and still "a" may start no more.
+        for _ in 0..1000 {
+            if tasks.manager().running_task_count() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(tasks.manager().running_task_count(), 0);
+        assert!(quick(&tasks, "a").is_none());
+        assert!(quick(&tasks, "b").is_some(), "another owner still may");
     }
 }
