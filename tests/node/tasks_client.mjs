@@ -1,9 +1,11 @@
 // A real 2025-11-25 tasks client: the official TypeScript SDK's experimental tasks API, over
-// stdio to `runbyte serve` (run in the folder given, which holds runbyte.toml). Runs three
-// programs as tasks (one that completes, one that asks a question, one cancelled mid-run),
-// lists the tasks, and prints what it saw as one JSON object on stdout.
+// stdio to `runbyte serve` (run in the folder given, which holds runbyte.toml), or over
+// streamable HTTP to a Runbyte at the URL given. Runs three programs as tasks (one that
+// completes, one that asks a question, one cancelled mid-run), lists the tasks, and prints what
+// it saw as one JSON object on stdout.
 //
 //   node tests/node/tasks_client.mjs <node_modules> <runbyte> <folder>
+//   node tests/node/tasks_client.mjs <node_modules> <http://127.0.0.1:PORT/mcp>
 
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -13,6 +15,7 @@ const sdk = join(modules, "@modelcontextprotocol/sdk/dist/esm");
 const load = async (path) => import(pathToFileURL(join(sdk, path)).href);
 const { Client } = await load("client/index.js");
 const { StdioClientTransport } = await load("client/stdio.js");
+const { StreamableHTTPClientTransport } = await load("client/streamableHttp.js");
 const { ElicitRequestSchema } = await load("types.js");
 
 const client = new Client(
@@ -24,13 +27,15 @@ client.setRequestHandler(ElicitRequestSchema, async (request) => {
   asked.push(request.params);
   return { action: "accept", content: { answer: "green" } };
 });
-const transport = new StdioClientTransport({
-  command: runbyte,
-  args: ["serve"],
-  cwd: folder,
-  env: { ...process.env, RUNBYTE_LOG: "warn" },
-  stderr: "inherit",
-});
+const transport = runbyte.startsWith("http")
+  ? new StreamableHTTPClientTransport(new URL(runbyte))
+  : new StdioClientTransport({
+      command: runbyte,
+      args: ["serve"],
+      cwd: folder,
+      env: { ...process.env, RUNBYTE_LOG: "warn" },
+      stderr: "inherit",
+    });
 await client.connect(transport);
 
 const seen = {
