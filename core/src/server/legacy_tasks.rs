@@ -272,7 +272,14 @@ fn result(id: &str, ended: TaskOutcome) -> Result<Value, ErrorData> {
             Ok(value)
         }
         TaskOutcome::Error(mut error) => {
-            error.data = Some(json!({"_meta": {RELATED_TASK_META: related}}));
+            // The error's own data stays: the task goes beside it, or nowhere if it is no object.
+            match &mut error.data {
+                None => error.data = Some(json!({"_meta": {RELATED_TASK_META: related}})),
+                Some(Value::Object(data)) => {
+                    data.insert("_meta".to_owned(), json!({RELATED_TASK_META: related}));
+                }
+                Some(_) => {}
+            }
             Err(error)
         }
         TaskOutcome::Cancelled => Err(ErrorData::internal_error(
@@ -641,6 +648,23 @@ mod tests {
         let error = json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -1, "message": "m"}});
         let text = error.to_string();
         assert_eq!(legacy.outgoing(&RequestId::Number(6), text.clone()), text);
+    }
+
+    #[test]
+    fn a_failed_tasks_error_keeps_its_data_and_names_the_task() {
+        let data = json!({"server": "t", "detail": 1});
+        let error = ErrorData::internal_error("boom", Some(data));
+        let Err(answered) = result("t1", TaskOutcome::Error(error)) else {
+            panic!("an error answered as a result");
+        };
+        let data = answered.data.unwrap();
+        assert_eq!(data["server"], "t");
+        assert_eq!(data["_meta"][RELATED_TASK_META]["taskId"], "t1");
+        let error = ErrorData::internal_error("boom", Some(json!("text")));
+        let Err(answered) = result("t1", TaskOutcome::Error(error)) else {
+            panic!("an error answered as a result");
+        };
+        assert_eq!(answered.data, Some(json!("text")));
     }
 
     #[test]
