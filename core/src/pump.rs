@@ -74,6 +74,9 @@ pub struct PumpTransport<R: ServiceRole> {
 pub trait Rewrite: Send + Sync {
     /// What to make of a message the peer sent, before rmcp reads it.
     fn incoming(&self, text: &str) -> Rewritten;
+    /// The message [`Rewrite::incoming`] last saw did not reach rmcp (it could not be read):
+    /// whatever it recorded of it is void.
+    fn refused(&self);
     /// Whether the answer to request `id` is to be rewritten (asked of every answer: cheap).
     fn rewrites(&self, id: &RequestId) -> bool;
     /// The answer to request `id`, rewritten.
@@ -226,6 +229,9 @@ impl<R: ServiceRole> Reader<R> {
             Some(Rewritten::Answer(answer)) => return Parsed::Answer(answer),
         };
         let parsed = self.parse_unwatched(text);
+        if let (Some(rewrite), Parsed::Answer(_) | Parsed::Skip) = (&self.rewrite, &parsed) {
+            rewrite.refused();
+        }
         if let (Parsed::Message(message), Some(watch)) = (
             &parsed,
             self.direct

@@ -47,6 +47,30 @@ pub const METHOD_PREFIX: &str = "runbyte/2025-11-25/";
 /// The most tasks one `tasks/list` answer holds.
 const PAGE: usize = 100;
 
+/// The most `tasks/result` requests of one session that wait at once: each holds a request
+/// open and looks at its task each second.
+const MAX_WAITING_RESULTS: usize = 64;
+
+/// One of at most so many at once, counted until dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn take(count: &Arc<AtomicUsize>, most: usize) -> Option<Counted> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                (now < most).then_some(now + 1)
+            })
+            .ok()?;
+        Some(Counted(count.clone()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The most requests whose answers wait to be rewritten: past it (requests never answered),
 /// they are forgotten.
 const MAX_PENDING: usize = 1024;
@@ -66,6 +90,10 @@ pub struct LegacyTasks {
     pending_count: AtomicUsize,
     /// Tasks whose questions wait for the client: task id → how many.
     asking: Mutex<HashMap<String, usize>>,
+    /// The session's `tasks/result` requests waiting for their task's end.
+    waiting_results: Arc<AtomicUsize>,
+    /// The request the message being read was recorded as, until the next message.
+    last: Mutex<Option<RequestId>>,
 }
 
 enum Pending {
@@ -100,6 +128,9 @@ impl LegacyTasks {
     }
 
     fn expect(&self, id: RequestId, what: Pending) {
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some(id.clone());
+        }
         if let Ok(mut pending) = self.pending.lock() {
             if pending.len() >= MAX_PENDING {
                 pending.clear();
@@ -144,6 +175,16 @@ impl LegacyTasks {
         match method {
             "tasks/get" => self.task(tasks, id).ok_or_else(|| unknown(id)),
             "tasks/result" => {
+                let Some(_waiting) = Counted::take(&self.waiting_results, MAX_WAITING_RESULTS)
+                else {
+                    return Err(ErrorData::internal_error(
+                        format!(
+                            "{MAX_WAITING_RESULTS} tasks/result requests of this session already \
+                             wait: poll with tasks/get, or wait for one of them"
+                        ),
+                        None,
+                    ));
+                };
                 let ended = tokio::select! {
                     ended = tasks.wait_end(id) => ended.ok_or_else(|| unknown(id))?,
                     () = cancel.cancelled() => {
@@ -293,13 +334,40 @@ fn unknown(id: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown task: {id}"), None)
 }
 
+/// What [`LegacyTasks::incoming`] reads of a message: the rest is skipped unbuilt.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    id: Option<RequestId>,
+    #[serde(default)]
+    params: Option<HeadParams>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct HeadParams {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, rename = "protocolVersion")]
+    protocol_version: Option<String>,
+    /// Present and not null: a task-augmented request.
+    #[serde(default)]
+    task: Option<serde::de::IgnoredAny>,
+}
+
 /// A JSON-RPC error answer to request `id`.
-fn error_answer(id: &Value, code: ErrorCode, message: String) -> String {
+fn error_answer(id: &RequestId, code: ErrorCode, message: String) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code.0, "message": message}}).to_string()
 }
 
 impl Rewrite for LegacyTasks {
     fn incoming(&self, text: &str) -> Rewritten {
+        if self.pending_count.load(Ordering::Acquire) > 0
+            && let Ok(mut last) = self.last.lock()
+        {
+            *last = None;
+        }
         // Most messages are none of these: only a text that could be one is read.
         let maybe = if self.on() {
             text.contains("\"task") || text.contains("tools/list")
@@ -311,21 +379,20 @@ impl Rewrite for LegacyTasks {
         if !maybe {
             return Rewritten::Same;
         }
-        let Ok(Value::Object(mut message)) = serde_json::from_str::<Value>(text) else {
-            return Rewritten::Same;
-        };
-        let method = message.get("method").and_then(Value::as_str).unwrap_or("");
-        let Some(id) = message
-            .get("id")
-            .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok())
+        // Only what decides is read: a program's arguments are skipped, not built (a text that
+        // is no such object, or holds a key twice, is rmcp's to judge).
+        let Ok(Head {
+            method,
+            id: Some(id),
+            params,
+        }) = serde_json::from_str::<Head>(text)
         else {
             return Rewritten::Same;
         };
-        let params = message.get("params");
-        match method {
+        let params = params.unwrap_or_default();
+        match method.as_deref().unwrap_or_default() {
             "initialize" if !self.on() => {
-                let asked = params.and_then(|params| params.get("protocolVersion"));
-                if asked.and_then(Value::as_str) == Some(REVISION) {
+                if params.protocol_version.as_deref() == Some(REVISION) {
                     self.expect(id, Pending::Initialize);
                     // Until the answer says otherwise: a client may send its next requests
                     // before it has the answer.
@@ -338,34 +405,37 @@ impl Rewrite for LegacyTasks {
                 self.expect(id, Pending::ToolsList);
                 Rewritten::Same
             }
-            "tools/call"
-                if params
-                    .and_then(|params| params.get("task"))
-                    .is_some_and(|task| !task.is_null()) =>
-            {
-                let name = params
-                    .and_then(|params| params.get("name"))
-                    .and_then(Value::as_str);
-                if name == Some(crate::own_tools::EXECUTE_CODE) {
+            "tools/call" if params.task.is_some() => {
+                if params.name.as_deref() == Some(crate::own_tools::EXECUTE_CODE) {
                     self.expect(id, Pending::Call(None));
                     return Rewritten::Same;
                 }
-                let name = name.unwrap_or("?");
                 Rewritten::Answer(error_answer(
-                    &message["id"],
+                    &id,
                     ErrorCode::METHOD_NOT_FOUND,
                     format!(
-                        "tool `{name}` does not run as a task (only `{}` does)",
+                        "tool `{}` does not run as a task (only `{}` does)",
+                        params.name.as_deref().unwrap_or("?"),
                         crate::own_tools::EXECUTE_CODE
                     ),
                 ))
             }
-            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
+            method @ ("tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel") => {
+                let Ok(Value::Object(mut message)) = serde_json::from_str::<Value>(text) else {
+                    return Rewritten::Same;
+                };
                 let renamed = format!("{METHOD_PREFIX}{method}");
                 message.insert("method".to_owned(), Value::String(renamed));
                 Rewritten::Message(Value::Object(message).to_string())
             }
             _ => Rewritten::Same,
+        }
+    }
+
+    fn refused(&self) {
+        let last = self.last.lock().ok().and_then(|mut last| last.take());
+        if let Some(id) = last {
+            self.take(&id);
         }
     }
 
@@ -665,6 +735,102 @@ mod tests {
             panic!("an error answered as a result");
         };
         assert_eq!(answered.data, Some(json!("text")));
+    }
+
+    #[test]
+    fn the_largest_and_deepest_messages_are_read_without_building_them() {
+        let legacy = agreed();
+        // 8 MiB of program, `"task` all through it: the call is a task, read once.
+        let code = "const o = {\"task\": 1};\n".repeat(8 << 20 >> 5);
+        let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                          "params": {"name": "execute_code", "arguments": {"code": code},
+                                     "task": {}}});
+        assert!(same(incoming(&legacy, call)));
+        assert!(legacy.augmented(&RequestId::Number(9)));
+        // Nested past serde_json's limit (128): rmcp refuses it too; nothing here overflows.
+        let deep = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":\
+             {{\"name\":\"execute_code\",\"task\":{{}},\"arguments\":{{\"code\":{}1{}}}}}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(same(legacy.incoming(&deep)));
+        // Skipped here without recursing; rmcp cannot read it and refuses it, and then what was
+        // recorded of it is void: a later call under its id is no task.
+        legacy.refused();
+        assert!(!legacy.augmented(&RequestId::Number(10)));
+        assert!(
+            legacy.augmented(&RequestId::Number(9)),
+            "an earlier message's record stays"
+        );
+        let deep_get = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tasks/get\",\"params\":\
+             {{\"taskId\":\"x\",\"junk\":{}1{}}}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(same(legacy.incoming(&deep_get)));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_has_at_most_so_many_results_waiting() {
+        let legacy = Arc::new(agreed());
+        let tasks = Arc::new(ExecutionTasks::new(None, None));
+        let id = tasks
+            .start(
+                "o".to_owned(),
+                |context| -> rmcp::task_manager::TaskFuture {
+                    Box::pin(async move {
+                        context.cancelled().await;
+                        Err(rmcp::task_manager::TaskExit::Cancelled)
+                    })
+                },
+            )
+            .unwrap()
+            .task
+            .task_id;
+        let cancel = CancellationToken::new();
+        let result = |legacy: Arc<LegacyTasks>, tasks: Arc<ExecutionTasks>| {
+            let (id, cancel) = (id.clone(), cancel.clone());
+            async move {
+                let params = Some(json!({"taskId": id}));
+                legacy
+                    .answer(&tasks, "o", "tasks/result", params, cancel)
+                    .await
+            }
+        };
+        let waiting: Vec<_> = (0..MAX_WAITING_RESULTS)
+            .map(|_| tokio::spawn(result(legacy.clone(), tasks.clone())))
+            .collect();
+        for _ in 0..1000 {
+            if legacy.waiting_results.load(Ordering::Acquire) == MAX_WAITING_RESULTS {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let refused = result(legacy.clone(), tasks.clone()).await.unwrap_err();
+        assert!(refused.message.contains("already wait"), "{refused:?}");
+        // A `tasks/get` is still answered, and the waits end with their requests.
+        let got = legacy
+            .answer(
+                &tasks,
+                "o",
+                "tasks/get",
+                Some(json!({"taskId": id})),
+                cancel.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(got["status"], "working");
+        cancel.cancel();
+        for wait in waiting {
+            assert!(wait.await.unwrap().is_err());
+        }
+        assert_eq!(legacy.waiting_results.load(Ordering::Acquire), 0);
+        assert!(
+            result(legacy.clone(), tasks.clone()).await.is_err(),
+            "cancelled"
+        );
     }
 
     #[test]
