@@ -587,35 +587,52 @@ impl Served {
         Served::with_env(label, listen, config, &[])
     }
 
-    /// Serves this configuration text with these environment variables set.
+    /// Serves this configuration text with these environment variables set. Runbyte binds a
+    /// port of the system's choosing and says which (its "serving MCP" line on stderr, which is
+    /// passed on): a port picked here and bound there could be taken in between by a test
+    /// running beside this one, whose server this one would then talk to.
     pub fn with_env(label: &str, listen: &str, config: &str, env: &[(&str, &str)]) -> Served {
+        use std::io::BufRead;
         let dir = TempDir::new(label);
         dir.write("runbyte.toml", config);
-        let port = free_port();
-        let child = Command::new(runbyte())
-            .args([
-                "serve",
-                "--listen",
-                listen,
-                "--bind",
-                &format!("127.0.0.1:{port}"),
-            ])
+        let mut child = Command::new(runbyte())
+            .args(["serve", "--listen", listen, "--bind", "127.0.0.1:0"])
             .current_dir(dir.path())
-            .env("RUNBYTE_LOG", "warn")
+            .env("RUNBYTE_LOG", "warn,runbyte_core::server=info")
             .envs(env.iter().copied())
             .env("XDG_STATE_HOME", dir.path().join("state"))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "runbyte did not listen on {port}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let stderr = child.stderr.take().unwrap();
+        let (told, port) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let address = line
+                    .contains("serving MCP")
+                    .then(|| line.split_once(" address=127.0.0.1:"))
+                    .flatten()
+                    .and_then(|(_, port)| port.split_whitespace().next()?.parse::<u16>().ok());
+                match address {
+                    Some(port) => {
+                        let _ = told.send(port);
+                    }
+                    None => eprintln!("{line}"),
+                }
+            }
+        });
+        let port = match port.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(port) => port,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("runbyte ({label}) did not say where it listens within 20 s")
+            }
+        };
         Served {
             child,
             port,
