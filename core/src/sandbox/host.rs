@@ -209,7 +209,7 @@ impl WorkerProcess {
 
 /// An engine on a host thread, reached through channels.
 pub(crate) struct EngineThread {
-    to_engine: std::sync::mpsc::Sender<ToEngine>,
+    to_engine: super::mailbox::Sender<ToEngine>,
     /// Bounded, so that a host that stops reading (too many calls in flight) holds the engine
     /// back as a full pipe holds back a worker.
     from_engine: mpsc::Receiver<FromEngine>,
@@ -224,7 +224,7 @@ impl EngineThread {
         determinism: super::Determinism,
         modules: Arc<dyn ModuleProvider>,
     ) -> io::Result<Self> {
-        let (to_engine, inbox) = std::sync::mpsc::channel();
+        let (to_engine, inbox) = super::mailbox::mailbox();
         let (out, from_engine) = mpsc::channel(ENGINE_CHANNEL_MESSAGES);
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();

@@ -34,6 +34,7 @@
 
 mod engine;
 mod host;
+mod mailbox;
 mod pool;
 mod protocol;
 mod threads;

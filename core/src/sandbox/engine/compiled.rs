@@ -151,7 +151,7 @@ mod tests {
             max_output_bytes: 1 << 16,
             max_tool_calls: 1,
         };
-        let (_, inbox) = std::sync::mpsc::channel();
+        let (_, inbox) = crate::sandbox::mailbox::mailbox();
         let link = Link::new(Box::new(|_| {}), inbox);
         let (report, _) = engine::run(
             &program,

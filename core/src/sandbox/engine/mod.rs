@@ -32,7 +32,7 @@ use std::{
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
-        mpsc::{Receiver, RecvTimeoutError},
+        mpsc::RecvTimeoutError,
     },
     time::{Duration, Instant},
 };
@@ -49,6 +49,7 @@ pub(crate) use failure::{human_bytes, human_duration};
 
 use super::{
     Determinism, ErrorKind, ExecError, ModuleProvider, Turn,
+    mailbox::{self, Receiver},
     protocol::{EngineLimits, FromEngine, Report, ToEngine},
     transpile::{AGENT_MODULE, EXEC_EXPORT, Transpiled},
 };
@@ -75,7 +76,7 @@ pub(crate) struct Link {
 
 /// Where the host's messages come from.
 enum Inbox {
-    /// A channel from the host's side (an engine on a host thread).
+    /// A mailbox from the host's side (an engine on a host thread).
     Channel(Receiver<ToEngine>),
     /// A worker's stdin, read by whichever thread waits for a message (the engine's own while it
     /// runs): a reply wakes the engine itself, with no reader thread handing it over.
@@ -491,7 +492,7 @@ pub(crate) fn run(
     };
     // The runtime left for `between_runs` (its functions, its loader) still holds `shared`:
     // the link is swapped out for one that goes nowhere.
-    let (_, nowhere) = std::sync::mpsc::channel();
+    let (_, nowhere) = mailbox::mailbox();
     let link = shared.link.replace(Link::new(Box::new(|_| {}), nowhere));
     (report, link)
 }

@@ -1,0 +1,185 @@
+//! The host's messages to an engine on a host thread: a queue the engine thread parks on.
+//!
+//! A tool call's reply is the message an engine waits for most, once per call. A
+//! `std::sync::mpsc` channel made the waiting engine register with the channel's waker (a lock
+//! the host's send takes too) before it slept: on a busy machine the two met there, and the
+//! engine slept twice for one reply, a context switch more per call than the hand-off needs.
+//! Here the engine looks at the queue and parks; the host pushes and unparks it, which costs no
+//! system call unless the engine is asleep.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex, MutexGuard, mpsc::RecvTimeoutError},
+    thread::{self, Thread},
+    time::{Duration, Instant},
+};
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+}
+
+struct State<T> {
+    queue: VecDeque<T>,
+    /// The thread that waits, once it has waited: the one to unpark.
+    waiter: Option<Thread>,
+    sender_gone: bool,
+    receiver_gone: bool,
+}
+
+impl<T> Shared<T> {
+    fn state(&self) -> MutexGuard<'_, State<T>> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The host's end.
+pub(crate) struct Sender<T>(Arc<Shared<T>>);
+
+/// The engine's end: read by one thread at a time.
+pub(crate) struct Receiver<T>(Arc<Shared<T>>);
+
+/// A mailbox's two ends.
+pub(crate) fn mailbox<T>() -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            waiter: None,
+            sender_gone: false,
+            receiver_gone: false,
+        }),
+    });
+    (Sender(shared.clone()), Receiver(shared))
+}
+
+impl<T> Sender<T> {
+    /// Queues `message` and wakes the engine if it waits; the message back if the engine's end
+    /// is gone.
+    pub(crate) fn send(&self, message: T) -> Result<(), T> {
+        let waiter = {
+            let mut state = self.0.state();
+            if state.receiver_gone {
+                return Err(message);
+            }
+            state.queue.push_back(message);
+            state.waiter.clone()
+        };
+        if let Some(waiter) = waiter {
+            waiter.unpark();
+        }
+        Ok(())
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let waiter = {
+            let mut state = self.0.state();
+            state.sender_gone = true;
+            state.waiter.take()
+        };
+        if let Some(waiter) = waiter {
+            waiter.unpark();
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// The next message, waiting at most `timeout` for it: `Disconnected` once the queue is
+    /// empty and the host's end is gone.
+    pub(crate) fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            {
+                let mut state = self.0.state();
+                if let Some(message) = state.queue.pop_front() {
+                    return Ok(message);
+                }
+                if state.sender_gone {
+                    return Err(RecvTimeoutError::Disconnected);
+                }
+                // A thread kept between executions waits on each execution's mailbox in turn:
+                // this one's waiter is whichever thread reads it.
+                let current = thread::current();
+                if state.waiter.as_ref().is_none_or(|w| w.id() != current.id()) {
+                    state.waiter = Some(current);
+                }
+            }
+            // Parking returns at once if an unpark came since the look (or, harmlessly, one left
+            // over from an earlier wait): the queue is looked at again either way.
+            match deadline {
+                None => thread::park(),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(RecvTimeoutError::Timeout);
+                    }
+                    thread::park_timeout(left);
+                }
+            }
+        }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let mut state = self.0.state();
+        state.receiver_gone = true;
+        state.waiter = None;
+        state.queue.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn messages_arrive_in_order_and_wake_a_waiting_thread() {
+        let (tx, rx) = mailbox();
+        let reader = thread::spawn(move || {
+            let mut got = Vec::new();
+            while let Ok(n) = rx.recv_timeout(Duration::from_secs(60)) {
+                got.push(n);
+            }
+            got
+        });
+        for n in 0..10_000u32 {
+            tx.send(n).unwrap();
+            if n % 1000 == 0 {
+                // Let the reader fall asleep now and then, so that waking it is tested too.
+                thread::sleep(Duration::from_millis(2));
+            }
+        }
+        drop(tx);
+        assert_eq!(reader.join().unwrap(), (0..10_000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_wait_times_out_and_either_end_going_is_seen() {
+        let (tx, rx) = mailbox::<u8>();
+        let began = Instant::now();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_millis(30)),
+            Err(RecvTimeoutError::Timeout)
+        );
+        assert!(began.elapsed() >= Duration::from_millis(30));
+        tx.send(1).unwrap();
+        tx.send(2).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::ZERO), Ok(1));
+        // What was sent before the host's end went is still read; then the end is seen.
+        drop(tx);
+        assert_eq!(rx.recv_timeout(Duration::MAX), Ok(2));
+        assert_eq!(
+            rx.recv_timeout(Duration::MAX),
+            Err(RecvTimeoutError::Disconnected)
+        );
+
+        let (tx, rx) = mailbox::<u8>();
+        drop(rx);
+        assert_eq!(tx.send(3), Err(3));
+    }
+}
