@@ -5,7 +5,7 @@
 //! outside the tokio runtime: a plugin's pump may block for as long as its I/O does.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -22,7 +22,7 @@ use rmcp::{
     },
     service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage},
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::plugin::{CallError, Pump, Received};
 
@@ -109,7 +109,34 @@ pub struct Direct<R: ServiceRole> {
     waiting: Mutex<HashSet<RequestId>>,
     /// Told of every message read, in the order the peer sent them, before rmcp sees it.
     watch: Option<Watch<R>>,
+    /// The requests sent past rmcp ([`Sender`]), whose answers go straight to their callers.
+    routes: Mutex<Routes<R>>,
 }
+
+/// The requests a [`Sender`] sent, by id, each with where its answer goes.
+struct Routes<R: ServiceRole> {
+    /// False once the reader has ended: nothing more can be answered.
+    open: bool,
+    next: i64,
+    waiting: HashMap<RequestId, oneshot::Sender<RxJsonRpcMessage<R>>>,
+}
+
+impl<R: ServiceRole> Default for Routes<R> {
+    fn default() -> Self {
+        Routes {
+            open: true,
+            next: ROUTED_IDS,
+            waiting: HashMap::new(),
+        }
+    }
+}
+
+/// The first id of the requests sent past rmcp: far above any id rmcp's own counter (a `u32`)
+/// gives, and below 2^53, so that a JavaScript server reads it exactly.
+const ROUTED_IDS: i64 = 1 << 40;
+/// The most requests sent past rmcp that wait for an answer on one connection, abandoned ones
+/// included (those are let go first); past it, requests go through rmcp.
+const MAX_ROUTED: usize = 4096;
 
 /// What [`Direct::watching`] is told of each message read.
 type Watch<R> = Box<dyn Fn(&RxJsonRpcMessage<R>) + Send + Sync>;
@@ -145,6 +172,85 @@ impl<R: ServiceRole> Direct<R> {
         self
     }
 
+    /// An answer to a request sent past rmcp, handed to its caller: `Some(None)`. A message
+    /// read for rmcp on the way: `Some(Some(message))`. `None`: not an answer to such a request.
+    fn routed(&self, text: &str) -> Option<Option<RxJsonRpcMessage<R>>> {
+        if self.routes.lock().ok()?.waiting.is_empty() {
+            return None;
+        }
+        // A call's plain result is read directly; anything else (an error, a task, input
+        // asked for, a notification) the general way.
+        let message = match (self.read)(text) {
+            Some((_, message)) => message,
+            None => match serde_json::from_str::<RxJsonRpcMessage<R>>(text) {
+                Ok(message) => message,
+                Err(_) => return None,
+            },
+        };
+        match self.deliver(message) {
+            None => Some(None),
+            // Another request's answer is read again the usual way: read as a call's result,
+            // the answer to a request of another kind could be misread.
+            Some(JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)) => None,
+            // Read the way the general path reads it: rmcp takes it from here.
+            Some(message) => Some(Some(message)),
+        }
+    }
+
+    /// Hands `message` to its caller if it answers a request sent past rmcp (`None`); else
+    /// gives it back.
+    fn deliver(&self, message: RxJsonRpcMessage<R>) -> Option<RxJsonRpcMessage<R>> {
+        let id = match &message {
+            JsonRpcMessage::Response(response) => &response.id,
+            JsonRpcMessage::Error(error) => match &error.id {
+                Some(id) => id,
+                None => return Some(message),
+            },
+            _ => return Some(message),
+        };
+        let caller = self
+            .routes
+            .lock()
+            .ok()
+            .and_then(|mut routes| routes.waiting.remove(id));
+        match caller {
+            Some(caller) => {
+                let _ = caller.send(message);
+                None
+            }
+            None => Some(message),
+        }
+    }
+
+    /// A new route: `Some(None)` once the reader has ended; `None` when [`MAX_ROUTED`] wait.
+    fn open_route(&self) -> Option<Option<Routed<R>>> {
+        let mut routes = self.routes.lock().ok()?;
+        if !routes.open {
+            return Some(None);
+        }
+        if routes.waiting.len() >= MAX_ROUTED {
+            // Those whose callers gave up first (their answers may never come).
+            routes.waiting.retain(|_, caller| !caller.is_closed());
+            if routes.waiting.len() >= MAX_ROUTED {
+                return None;
+            }
+        }
+        let id = RequestId::Number(routes.next);
+        routes.next += 1;
+        let (caller, answer) = oneshot::channel();
+        routes.waiting.insert(id.clone(), caller);
+        Some(Some((id, answer)))
+    }
+
+    /// The reader has ended: every request sent past rmcp fails (its answer's sender dropped),
+    /// and no more are sent.
+    fn close_routes(&self) {
+        if let Ok(mut routes) = self.routes.lock() {
+            routes.open = false;
+            routes.waiting.clear();
+        }
+    }
+
     fn answer(&self, text: &str) -> Option<RxJsonRpcMessage<R>> {
         if self.waiting.lock().ok()?.is_empty() {
             return None;
@@ -168,6 +274,7 @@ pub fn tool_call_answers() -> Direct<RoleClient> {
         read: read_tool_call_answer,
         waiting: Mutex::default(),
         watch: None,
+        routes: Mutex::default(),
     }
 }
 
@@ -204,6 +311,8 @@ enum Parsed<R: ServiceRole> {
     Answer(String),
     /// Not a message, and nothing to answer.
     Skip,
+    /// An answer to a request sent past rmcp, handed to its caller.
+    Routed,
 }
 
 /// Reads a pump's messages into rmcp, on a thread of its own or, when the plugin gives a
@@ -244,6 +353,11 @@ impl<R: ServiceRole> Reader<R> {
     }
 
     fn parse_unwatched(&self, text: &str) -> Parsed<R> {
+        match self.direct.as_ref().and_then(|direct| direct.routed(text)) {
+            Some(None) => return Parsed::Routed,
+            Some(Some(message)) => return Parsed::Message(message),
+            None => {}
+        }
         if let Some(message) = self.direct.as_ref().and_then(|direct| direct.answer(text)) {
             return Parsed::Message(message);
         }
@@ -251,7 +365,14 @@ impl<R: ServiceRole> Reader<R> {
             Ok(message) => Parsed::Message(message),
             Err(error) => match self.on_garbage {
                 OnGarbage::Recover => match recover::<R>(text, &error) {
-                    Some(message) => Parsed::Message(message),
+                    // An answer that cannot be read fails its request, sent past rmcp or not.
+                    Some(message) => match &self.direct {
+                        Some(direct) => match direct.deliver(message) {
+                            None => Parsed::Routed,
+                            Some(message) => Parsed::Message(message),
+                        },
+                        None => Parsed::Message(message),
+                    },
                     None => {
                         tracing::warn!(
                             peer = %self.peer,
@@ -285,7 +406,7 @@ impl<R: ServiceRole> Reader<R> {
                         }
                     }
                     Parsed::Answer(answer) => Self::answer(&self.pump, &self.peer, &answer),
-                    Parsed::Skip => {}
+                    Parsed::Skip | Parsed::Routed => {}
                 },
                 Ok(Received::Timeout) => {}
                 Ok(Received::Closed(why)) => return self.reason.set(why),
@@ -346,7 +467,7 @@ impl<R: ServiceRole> Reader<R> {
                             })
                             .await;
                         }
-                        Parsed::Skip => {}
+                        Parsed::Skip | Parsed::Routed => {}
                     },
                     Ok(Received::Timeout) => break,
                     Ok(Received::Closed(why)) => return self.reason.set(why),
@@ -354,6 +475,15 @@ impl<R: ServiceRole> Reader<R> {
                 }
             }
             guard.clear_ready();
+        }
+    }
+}
+
+/// However the reader ends, the requests sent past rmcp that wait for answers fail at once.
+impl<R: ServiceRole> Drop for Reader<R> {
+    fn drop(&mut self) {
+        if let Some(direct) = &self.direct {
+            direct.close_routes();
         }
     }
 }
@@ -501,6 +631,92 @@ impl<R: ServiceRole> PumpTransport<R> {
     /// Why the connection ended, shared: it stays readable after the transport is gone.
     pub fn close_reason(&self) -> CloseReason {
         self.reason.clone()
+    }
+
+    /// A way to send requests past rmcp, their answers read straight to their callers: when the
+    /// transport reads answers directly and its pump sends without blocking (written in the
+    /// caller's turn, as rmcp's own messages are, so the two keep their order).
+    pub fn sender(&self) -> Option<Sender<R>> {
+        if self.outgoing.is_some() {
+            return None;
+        }
+        Some(Sender {
+            pump: self.pump.clone(),
+            direct: self.direct.clone()?,
+            reason: self.reason.clone(),
+        })
+    }
+}
+
+/// Sends requests on a connection past rmcp's service loop, and hands each its answer as the
+/// reader reads it. rmcp sends a request by a queue to its service task, which spawns a task
+/// to write it, and passes the answer the reader read back through that task to the caller:
+/// on a tool call's path, two task hops each way that a caller writing the request itself and
+/// the reader answering it directly do without. What rmcp does for a request besides is the
+/// caller's to do (its progress token, telling the server when it gives up).
+pub struct Sender<R: ServiceRole> {
+    pump: Pump,
+    direct: Arc<Direct<R>>,
+    reason: CloseReason,
+}
+
+/// A request sent past rmcp, and where its answer comes: the answer's sender is dropped if the
+/// connection ends first.
+pub type Routed<R> = (RequestId, oneshot::Receiver<RxJsonRpcMessage<R>>);
+
+impl<R: ServiceRole> Sender<R> {
+    /// An id for a request, and where its answer will come. `None`: too many such requests
+    /// wait on this connection (send it through rmcp).
+    pub fn route(&self) -> Option<Result<Routed<R>, PumpError>> {
+        Some(self.direct.open_route()?.ok_or_else(|| self.closed()))
+    }
+
+    /// Writes `message`, the request routed as `id`. A request the transport refuses alone is
+    /// answered at once with the error rmcp's path would give it; a write that fails ends the
+    /// connection, as rmcp's would.
+    pub fn write(&self, id: &RequestId, message: &TxJsonRpcMessage<R>) -> Result<(), PumpError> {
+        let unroute = || {
+            self.direct
+                .routes
+                .lock()
+                .ok()
+                .and_then(|mut routes| routes.waiting.remove(id))
+        };
+        let text = match serde_json::to_string(message) {
+            Ok(text) => text,
+            Err(error) => {
+                unroute();
+                return Err(PumpError(format!("cannot encode a message: {error}")));
+            }
+        };
+        let Err(error) = self.pump.send(&text) else {
+            return Ok(());
+        };
+        match refusal::<R>("a peer", &error, Some(id.clone())) {
+            Refusal::Answer(refused) => {
+                if let Some(caller) = unroute() {
+                    let _ = caller.send(refused);
+                }
+                Ok(())
+            }
+            Refusal::Dropped => {
+                unroute();
+                Err(PumpError(error.to_string()))
+            }
+            Refusal::NotRefused => {
+                unroute();
+                fail(&self.pump, &self.reason, "a peer", &error.to_string());
+                Err(self.closed())
+            }
+        }
+    }
+
+    fn closed(&self) -> PumpError {
+        PumpError(
+            self.reason
+                .get()
+                .unwrap_or_else(|| "the connection is closed".to_owned()),
+        )
     }
 }
 
@@ -952,6 +1168,147 @@ mod tests {
         direct.sent(&ping);
         let text = r#"{"jsonrpc":"2.0","id":10,"result":{"content":[]}}"#;
         assert!(direct.answer(text).is_none());
+    }
+
+    /// An answer to `id`, of one of the shapes a server may give.
+    fn answer_of(id: &RequestId, shape: u8) -> String {
+        let id = serde_json::to_string(id).unwrap();
+        match shape % 4 {
+            0 => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"ok"}}]}}}}"#
+            ),
+            1 => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32602,"message":"no such tool"}}}}"#
+            ),
+            2 => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"isError":true,"extra":1}}}}"#
+            ),
+            _ => format!(
+                r#"{{"id":{id},"result":{{"structuredContent":{{"a":1}},"content":[]}},"jsonrpc":"2.0"}}"#
+            ),
+        }
+    }
+
+    #[test]
+    fn a_routed_answer_reaches_its_caller_and_nothing_else_is_taken() {
+        let direct = tool_call_answers();
+        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+        // Nothing routed: every message is left to the other paths.
+        assert!(direct.routed(progress).is_none());
+        let (first, mut first_answer) = direct.open_route().unwrap().unwrap();
+        let (second, mut second_answer) = direct.open_route().unwrap().unwrap();
+        assert_eq!(first, RequestId::Number(ROUTED_IDS));
+        assert_ne!(first, second);
+        // A notification is read once, for rmcp; an answer to rmcp's own request is left alone.
+        assert!(matches!(
+            direct.routed(progress),
+            Some(Some(JsonRpcMessage::Notification(_)))
+        ));
+        assert!(
+            direct
+                .routed(&answer_of(&RequestId::Number(3), 0))
+                .is_none()
+        );
+        assert!(direct.routed(r#"{"jsonrpc":"#).is_none());
+        // Answers in another order than the requests, one an error.
+        assert!(matches!(direct.routed(&answer_of(&second, 1)), Some(None)));
+        assert!(matches!(
+            second_answer.try_recv(),
+            Ok(JsonRpcMessage::Error(error)) if error.error.message == "no such tool"
+        ));
+        assert!(first_answer.try_recv().is_err());
+        assert!(matches!(direct.routed(&answer_of(&first, 0)), Some(None)));
+        assert!(matches!(
+            first_answer.try_recv(),
+            Ok(JsonRpcMessage::Response(JsonRpcResponse {
+                result: ServerResult::CallToolResult(_),
+                ..
+            }))
+        ));
+        // Answered once: a second answer to the same id is no caller's.
+        assert!(direct.routed(&answer_of(&first, 0)).is_none());
+        // The reader's end fails what waits, and no route opens after it.
+        let (_, mut waiting) = direct.open_route().unwrap().unwrap();
+        direct.close_routes();
+        assert!(matches!(
+            waiting.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ));
+        assert!(matches!(direct.open_route(), Some(None)));
+    }
+
+    #[test]
+    fn routes_whose_callers_gave_up_make_room_and_live_ones_are_bounded() {
+        let direct = tool_call_answers();
+        let abandoned: Vec<_> = (0..MAX_ROUTED)
+            .map(|_| direct.open_route().unwrap().unwrap())
+            .collect();
+        drop(abandoned);
+        let live: Vec<_> = (0..MAX_ROUTED)
+            .map(|_| direct.open_route().unwrap().unwrap())
+            .collect();
+        assert_eq!(direct.routes.lock().unwrap().waiting.len(), MAX_ROUTED);
+        // Every one waits: the next request goes through rmcp instead.
+        assert!(direct.open_route().is_none());
+        drop(live);
+        assert!(direct.open_route().unwrap().is_some());
+    }
+
+    proptest::proptest! {
+        /// Over generated interleavings of answers (each of several shapes) to routed requests,
+        /// answers to rmcp's own, notifications and noise: each routed request gets exactly its
+        /// own answer, once, and nothing else is taken from rmcp.
+        #[test]
+        fn each_routed_request_gets_its_own_answer(
+            script in proptest::collection::vec((0u8..5, 0u8..8, 0u8..4), 1..60)
+        ) {
+            let direct = tool_call_answers();
+            let mut open: Vec<(RequestId, oneshot::Receiver<FromServer>, u8)> = Vec::new();
+            for (step, pick, shape) in script {
+                match step {
+                    0 | 1 => {
+                        let (id, answer) = direct.open_route().unwrap().unwrap();
+                        open.push((id, answer, shape));
+                    }
+                    2 if !open.is_empty() => {
+                        let (id, mut answer, shape) = open.remove(pick as usize % open.len());
+                        proptest::prop_assert!(matches!(
+                            direct.routed(&answer_of(&id, shape)),
+                            Some(None)
+                        ));
+                        let message = answer.try_recv().unwrap();
+                        let got = match &message {
+                            JsonRpcMessage::Response(response) => &response.id,
+                            JsonRpcMessage::Error(error) => error.id.as_ref().unwrap(),
+                            _ => panic!("not an answer: {message:?}"),
+                        };
+                        proptest::prop_assert_eq!(got, &id);
+                        proptest::prop_assert_eq!(
+                            matches!(message, JsonRpcMessage::Error(_)),
+                            shape % 4 == 1
+                        );
+                    }
+                    3 => {
+                        let theirs = RequestId::Number(i64::from(pick));
+                        proptest::prop_assert!(!matches!(
+                            direct.routed(&answer_of(&theirs, shape)),
+                            Some(None)
+                        ));
+                    }
+                    _ => {
+                        let noise = ["", "{", "[]", "null", r#"{"jsonrpc":"2.0"}"#][pick as usize % 5];
+                        proptest::prop_assert!(!matches!(direct.routed(noise), Some(None)));
+                    }
+                }
+                for (_, answer, _) in &mut open {
+                    proptest::prop_assert!(answer.try_recv().is_err());
+                }
+            }
+            proptest::prop_assert_eq!(
+                direct.routes.lock().unwrap().waiting.len(),
+                open.len()
+            );
+        }
     }
 
     #[test]

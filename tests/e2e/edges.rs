@@ -222,3 +222,74 @@ async fn a_storm_of_list_changed_causes_a_bounded_number_of_relists() {
     eprintln!("3000 notifications caused {} re-list(s)", lists - 1);
     assert!((2..=12).contains(&lists), "{lists} tools/list requests");
 }
+
+/// A server written by hand, on raw JSON-RPC lines: `deep` answers with a result nested past
+/// what can be read, `fine` with a plain one. Tool calls skip rmcp's service loop where the
+/// transport allows (see `pump::Sender`): an unreadable answer must still fail its call at once.
+const DEEP_ANSWER_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, id = message["method"], message["id"]
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "deep", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": name, "inputSchema": {"type": "object"}}
+                            for name in ("deep", "fine")]}
+    elif method == "tools/call" and message["params"]["name"] == "deep":
+        sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":%s}}\n'
+                         % (json.dumps(id), "[" * 300 + "]" * 300))
+        sys.stdout.flush()
+        continue
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": "fine"}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": id,
+                          "error": {"code": -32601, "message": method}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+"#;
+
+#[tokio::test]
+async fn an_answer_too_deep_to_read_fails_its_call_at_once_and_the_next_call_works() {
+    let Some(python) = runbyte_tests::test_dep("venv/bin/python") else {
+        return;
+    };
+    let dir = TempDir::new("edges-deep-answer");
+    dir.write("deep.py", DEEP_ANSWER_SERVER);
+    let table = format!(
+        "[servers.d]\ncommand = {:?}\nargs = [{:?}]\n",
+        python.display().to_string(),
+        dir.path().join("deep.py").display().to_string()
+    );
+    dir.write("runbyte.toml", &config_of(&[table]));
+    let client = client(&dir).await;
+    let started = Instant::now();
+    let (answer, error) = call(
+        &client,
+        "execute_code",
+        json!({"code": "import { deep, fine } from './servers/d';\n\
+            let failed = '';\n\
+            try { await deep({}); } catch (e) { failed = String(e); }\n\
+            export default { failed, after: await fine({}) };"}),
+    )
+    .await;
+    assert!(!error, "{answer}");
+    let answer = result_json(&answer);
+    assert!(
+        answer["failed"]
+            .as_str()
+            .is_some_and(|failed| failed.contains("nests deeper than")),
+        "{answer}"
+    );
+    assert_eq!(answer["after"], "fine");
+    // At once, not at the call's timeout (a bound for a hang, far above the figure).
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}

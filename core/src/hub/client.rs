@@ -231,6 +231,8 @@ pub struct Connection {
     /// When its tools are listed again by the `ttlMs` of its last `tools/list`, for a server
     /// that announces no tool changes (see [`Connection::list_due`]).
     relist_at: std::sync::Mutex<Option<(std::time::Instant, std::time::Duration)>>,
+    /// Sends its tool calls past rmcp's service loop, where the transport allows it.
+    pub(super) sender: Option<crate::pump::Sender<RoleClient>>,
 }
 
 impl Connection {
@@ -577,6 +579,7 @@ impl Opening<'_> {
             Some(answers),
         );
         let reason = transport.close_reason();
+        let sender = transport.sender();
         let client = HubClient {
             server: name.to_owned(),
             changes: self.changes.clone(),
@@ -658,6 +661,7 @@ impl Opening<'_> {
             pins: self.pins.cloned(),
             bearer: None,
             relist_at: Default::default(),
+            sender,
         };
         let listed = tokio::select! {
             listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,

@@ -1533,7 +1533,8 @@ async fn send_call(
     let peer = connection.service.peer();
     let asker = options.asker.as_deref();
     if !connection.is_stateless() {
-        return match call_once(peer, params, None, caller).await? {
+        let sender = connection.sender.as_ref();
+        return match call_once(peer, params, None, caller, sender).await? {
             CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
             CallToolResponse::Task(created) => awaited(peer, created, asker).await,
             _ => Err(ServiceError::UnexpectedResponse),
@@ -1547,7 +1548,7 @@ async fn send_call(
             meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
             meta
         });
-        return match call_once(peer, params, capabilities, caller).await? {
+        return match call_once(peer, params, capabilities, caller, None).await? {
             CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => {
                 if let Ok(mut held) = through.asked.lock() {
@@ -1567,7 +1568,7 @@ async fn send_call(
         };
     }
     for _ in 0..MAX_INPUT_ROUNDS {
-        let asked = match call_once(peer, params.clone(), None, caller).await? {
+        let asked = match call_once(peer, params.clone(), None, caller, None).await? {
             CallToolResponse::Complete(result) => return Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => asked,
             CallToolResponse::Task(created) => return awaited(peer, created, asker).await,
@@ -1631,21 +1632,54 @@ async fn call_once(
     params: CallToolRequestParams,
     meta: Option<rmcp::model::RequestMetaObject>,
     caller: &crate::relay::Caller,
+    sender: Option<&crate::pump::Sender<rmcp::RoleClient>>,
 ) -> Result<CallToolResponse, ServiceError> {
-    let request =
+    use rmcp::model::GetMeta as _;
+    let mut request =
         rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-    let mut options = rmcp::service::PeerRequestOptions::no_options();
-    if let Some(meta) = meta {
-        options = options.with_meta(meta);
-    }
-    let handle = peer.send_request_with_option(request, options).await?;
-    caller.sent_with(handle.progress_token.clone()).await;
-    let abandoned = Abandoned {
-        peer: Some(peer.clone()),
-        id: handle.id.clone(),
+    let routed = sender.and_then(|sender| Some((sender, sender.route()?)));
+    let answer = if let Some((sender, routed)) = routed {
+        let (id, answer) = routed.map_err(|_| ServiceError::TransportClosed)?;
+        // What rmcp would add: a progress token (ids and tokens of its own are far below these).
+        let token = rmcp::model::ProgressToken(id.clone());
+        if let Some(meta) = meta {
+            request.get_meta_mut().extend(meta);
+        }
+        request.get_meta_mut().set_progress_token(token.clone());
+        let message = rmcp::model::JsonRpcMessage::request(request, id.clone());
+        sender
+            .write(&id, &message)
+            .map_err(|_| ServiceError::TransportClosed)?;
+        caller.sent_with(token).await;
+        let abandoned = Abandoned {
+            peer: Some(peer.clone()),
+            id,
+        };
+        let answer = match answer.await {
+            Ok(rmcp::model::JsonRpcMessage::Response(response)) => Ok(response.result),
+            Ok(rmcp::model::JsonRpcMessage::Error(error)) => {
+                Err(ServiceError::McpError(error.error))
+            }
+            Ok(_) => Err(ServiceError::UnexpectedResponse),
+            Err(_) => Err(ServiceError::TransportClosed),
+        };
+        abandoned.disarm();
+        answer
+    } else {
+        let mut options = rmcp::service::PeerRequestOptions::no_options();
+        if let Some(meta) = meta {
+            options = options.with_meta(meta);
+        }
+        let handle = peer.send_request_with_option(request, options).await?;
+        caller.sent_with(handle.progress_token.clone()).await;
+        let abandoned = Abandoned {
+            peer: Some(peer.clone()),
+            id: handle.id.clone(),
+        };
+        let answer = handle.await_response().await;
+        abandoned.disarm();
+        answer
     };
-    let answer = handle.await_response().await;
-    abandoned.disarm();
     // rmcp hands each notification to a task of its own: progress the server sent before its
     // answer may not have been passed on yet, and must not be overtaken by it.
     if caller.has_notices() {
