@@ -19,7 +19,9 @@
 //!
 //!   cargo bench -p runbyte-tests --bench handoff        (scripts/bench runs it)
 //!
-//! `BENCH_ROUNDS=n` sets the rounds (default 40).
+//! `BENCH_ROUNDS=n` sets the rounds (default 40). `RUNBYTE_OLD=<dir>` (an older build's
+//! `target/release`, its plugins beside its binary) adds that build to the same rounds, so a
+//! change is measured against what it changed in one run.
 
 #![allow(clippy::unwrap_used)]
 
@@ -135,7 +137,12 @@ fn sequential_program() -> String {
 }
 
 impl Gateway {
-    fn start(node: &std::path::Path, entry: &std::path::Path, isolation: &str) -> Gateway {
+    fn start(
+        exe: &std::path::Path,
+        node: &std::path::Path,
+        entry: &std::path::Path,
+        isolation: &str,
+    ) -> Gateway {
         let dir = TempDir::new(&format!("handoff-{isolation}"));
         let config = config_of(&[
             format!(
@@ -148,12 +155,12 @@ impl Gateway {
             ),
         ]);
         dir.write("runbyte.toml", &config);
-        let mut command = Command::new(runbyte());
+        let mut command = Command::new(exe);
         command
             .arg("serve")
             .current_dir(dir.path())
             .env("RUNBYTE_LOG", "error")
-            .env("RUNBYTE_EXE", runbyte());
+            .env("RUNBYTE_EXE", exe);
         let mut gateway = Gateway {
             peer: Peer::start(command),
             _dir: dir,
@@ -232,6 +239,15 @@ fn main() {
         .unwrap_or(40);
 
     let mut direct = Server::start(&node, &entry);
+    let this = runbyte();
+    let old = std::env::var_os("RUNBYTE_OLD")
+        .map(|dir| std::path::PathBuf::from(dir).join(runbyte_tests::exe_name("runbyte")));
+    let gateways = |isolation: &str| -> Vec<Gateway> {
+        std::iter::once(&this)
+            .chain(old.as_ref())
+            .map(|exe| Gateway::start(exe, &node, &entry, isolation))
+            .collect()
+    };
     let started = Instant::now();
 
     // Each relay in a phase of its own, alternating with direct: on a small machine, every
@@ -247,8 +263,8 @@ fn main() {
                 to_caller.send(()).unwrap();
             }
         });
-        let mut gateway = Gateway::start(&node, &entry, "thread");
-        let figures = alternate(rounds, &mut direct, &mut gateway, || {
+        let mut gateways = gateways("thread");
+        let figures = alternate(rounds, &mut direct, &mut gateways, || {
             to_relay.send(()).unwrap();
             from_relay.recv().unwrap();
         });
@@ -266,8 +282,8 @@ fn main() {
         let mut to_relay = relay.stdin.take().unwrap();
         let mut from_relay = BufReader::new(relay.stdout.take().unwrap());
         let mut done = String::new();
-        let mut gateway = Gateway::start(&node, &entry, "process");
-        let figures = alternate(rounds, &mut direct, &mut gateway, || {
+        let mut gateways = gateways("process");
+        let figures = alternate(rounds, &mut direct, &mut gateways, || {
             to_relay.write_all(b"call\n").unwrap();
             done.clear();
             assert!(
@@ -303,14 +319,26 @@ fn main() {
         "\nRunbyte against its floor, same rounds: a program's {CALLS} sequential calls, less a \
          trivial program, per call\n"
     );
-    println!("| isolation | Runbyte per call | its floor (the relay) | ÷ floor | target |");
-    println!("|---|---|---|---|---|");
+    let old_columns = if old.is_some() {
+        ("| old build | old ÷ floor ", "|---|---")
+    } else {
+        ("", "")
+    };
+    println!(
+        "| isolation | Runbyte per call | its floor (the relay) | ÷ floor {}| target |",
+        old_columns.0
+    );
+    println!("|---|---|---|---{}|---|", old_columns.1);
     for (label, figures) in [("thread", &thread), ("process", &process)] {
+        let old = match figures.runbyte.get(1) {
+            Some(old) => format!("| {old:.1} µs | {:.2}× ", old / figures.relay),
+            None => String::new(),
+        };
         println!(
-            "| {label} | {:.1} µs | {:.1} µs | {:.2}× | ≤ 1.15× |",
-            figures.runbyte,
+            "| {label} | {:.1} µs | {:.1} µs | {:.2}× {old}| ≤ 1.15× |",
+            figures.runbyte[0],
             figures.relay,
-            figures.runbyte / figures.relay
+            figures.runbyte[0] / figures.relay
         );
     }
 }
@@ -319,24 +347,26 @@ fn main() {
 struct Figures {
     direct: f64,
     relay: f64,
-    runbyte: f64,
+    /// This build's, then the old build's if there is one.
+    runbyte: Vec<f64>,
 }
 
 /// Medians per call of `rounds` rounds of [`CALLS`] calls direct, through `relay` and through
-/// Runbyte, the order rotating round by round.
+/// each gateway, the order rotating round by round.
 fn alternate(
     rounds: usize,
     direct: &mut Server,
-    gateway: &mut Gateway,
+    gateways: &mut [Gateway],
     mut relay: impl FnMut(),
 ) -> Figures {
     let program = sequential_program();
-    let mut figures: [Vec<f64>; 3] = Default::default();
+    let variants = 2 + gateways.len();
+    let mut figures: Vec<Vec<f64>> = vec![Vec::new(); variants];
     for round in 0..rounds {
-        for turn in 0..3 {
-            let variant = (round + turn) % 3;
-            let per_call = if variant == 2 {
-                gateway.per_call_us(&program)
+        for turn in 0..variants {
+            let variant = (round + turn) % variants;
+            let per_call = if variant >= 2 {
+                gateways[variant - 2].per_call_us(&program)
             } else {
                 let began = Instant::now();
                 for _ in 0..CALLS {
@@ -347,11 +377,11 @@ fn alternate(
             figures[variant].push(per_call);
         }
     }
-    let [mut direct_us, mut relay_us, mut runbyte_us] = figures;
+    let mut medians = figures.iter_mut().map(|values| median(values));
     Figures {
-        direct: median(&mut direct_us),
-        relay: median(&mut relay_us),
-        runbyte: median(&mut runbyte_us),
+        direct: medians.next().unwrap(),
+        relay: medians.next().unwrap(),
+        runbyte: medians.collect(),
     }
 }
 
