@@ -102,7 +102,7 @@ async fn imports_resolve_in_every_form() {
 /// import, the server's namespace and `/servers` all give the same callable functions.
 #[tokio::test]
 async fn a_large_server_is_imported_by_name_or_whole_and_its_tools_load_when_called() {
-    for isolation in ["process", "thread"] {
+    for isolation in ["thread", "process"] {
         // The line lands in `LIMITS`' table, which `setup` writes last before `extra`.
         let big = test_server_table("big", &["--mode", "generated-only", "--tools", "250"], "");
         let dir = setup(
@@ -334,4 +334,76 @@ fn runbyte_exec_runs_a_file_and_stdin() {
         "{}",
         failed.stderr
     );
+}
+
+/// An engine on a host thread makes its tool calls itself (`engine::Link::with_desk`), where a
+/// worker's are made by the host; and a call to a server on `initialize` skips rmcp's service
+/// loop (`pump::Sender`), where a 2026-07-28 one does not. In each pairing, concurrent calls, a
+/// call past its timeout, and a call still running when the program ends go the same way, and
+/// the server is told of the two it no longer has to answer.
+#[tokio::test]
+async fn calls_go_the_same_way_in_either_isolation_and_either_revision() {
+    for (isolation, protocol) in [
+        ("thread", "2025-11-25"),
+        ("thread", "2026-07-28"),
+        ("process", "2025-11-25"),
+        ("process", "2026-07-28"),
+    ] {
+        let pairing = format!("{isolation}, {protocol}");
+        let dir = TempDir::new("exec-own-calls");
+        let tables = [
+            test_server_table("test", &[], &format!("protocol = {protocol:?}")),
+            format!(
+                "[sandbox.limits]\nisolation = {isolation:?}\ntimeout-ms = 30000\n\
+                 call-timeout-ms = 1500\n"
+            ),
+        ];
+        dir.write("runbyte.toml", &config_with(&tables.join("\n")));
+        let client = client(&dir).await;
+        let program = r#"
+            import { echo, slow, hang } from './servers/test';
+            const [a, b] = await Promise.all([echo({ message: 'a' }), slow({ ms: 300 })]);
+            let timedOut = '';
+            try { await hang({}); } catch (e) { timedOut = String(e.message ?? e); }
+            // The hang is in flight when the slow call ends, and is left running.
+            const first = await Promise.race([hang({}), slow({ ms: 300 })]);
+            export default { a, b, timedOut, first };
+        "#;
+        let began = Instant::now();
+        let (text, error) = call(&client, "execute_code", json!({"code": program})).await;
+        assert!(!error, "{pairing}: {text}");
+        let answer = result_json(&text);
+        assert_eq!(answer["a"], "a", "{pairing}: {text}");
+        assert_eq!(answer["b"], "slept 300 ms", "{pairing}: {text}");
+        assert_eq!(answer["first"], "slept 300 ms", "{pairing}: {text}");
+        assert!(
+            answer["timedOut"]
+                .as_str()
+                .is_some_and(|why| why.contains("did not answer within 1500 ms")),
+            "{pairing}: {text}"
+        );
+        // The call timeout fired, not the execution's (a bound for a hang, far above 1.5 s).
+        assert!(began.elapsed() < Duration::from_secs(25), "{pairing}");
+        // Both hangs were cancelled downstream: the timed-out one and the one left running.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (count, _) = call(
+                &client,
+                "execute_code",
+                json!({"code": "import { cancelled_count } from './servers/test';\n\
+                    export default await cancelled_count({});"}),
+            )
+            .await;
+            // The server's text `2`, which reaches the program as the number it reads as.
+            if result_json(&count) == json!(2) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{pairing}: the server saw {count} cancellations"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        client.cancel().await.unwrap();
+    }
 }

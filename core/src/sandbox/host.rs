@@ -7,12 +7,12 @@ use std::{
     io,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
 
-use futures::{StreamExt, stream::FuturesUnordered};
+use futures::{FutureExt, StreamExt, stream::FuturesUnordered};
 use serde_json::Value;
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
@@ -223,7 +223,9 @@ impl EngineThread {
         limits: EngineLimits,
         determinism: super::Determinism,
         modules: Arc<dyn ModuleProvider>,
+        desk: Arc<Desk>,
     ) -> io::Result<Self> {
+        let runtime = tokio::runtime::Handle::current();
         let (to_engine, inbox) = super::mailbox::mailbox();
         let (out, from_engine) = mpsc::channel(ENGINE_CHANNEL_MESSAGES);
         let cancel = Arc::new(AtomicBool::new(false));
@@ -238,7 +240,8 @@ impl EngineThread {
                         let _ = out.blocking_send(message);
                     }),
                     inbox,
-                );
+                )
+                .with_desk(desk, runtime, flag.clone());
                 let (report, _) = engine::run(
                     &program,
                     limits,
@@ -366,16 +369,161 @@ impl Job<'_> {
     }
 }
 
+/// The host's side of an execution's tool calls: the checks (names, the call budget, the time
+/// left), the bounds (calls in flight, argument bytes held) and the calls themselves, each
+/// bounded by min(call timeout, time left). The same for both isolations: a worker's calls are
+/// made by the host's loop ([`drive`]); an engine thread makes its own (see
+/// `engine::Link::with_desk`), so that a call's request is written in the engine's own turn,
+/// with no hand-off to an async thread first.
+pub(crate) struct Desk {
+    bridge: Arc<dyn ToolBridge>,
+    record: bool,
+    max_tool_calls: u32,
+    max_in_flight: usize,
+    call_timeout: Duration,
+    deadline: Instant,
+    in_flight: Arc<Semaphore>,
+    /// The argument bytes of the calls not yet finished.
+    held: Arc<AtomicUsize>,
+    calls: AtomicU32,
+    failed: AtomicU32,
+    held_peak: AtomicUsize,
+}
+
+impl Desk {
+    /// The desk of an execution starting now.
+    pub(crate) fn new(job: &Job<'_>) -> Self {
+        let max_in_flight = job.limits.max_in_flight as usize;
+        Desk {
+            bridge: job.bridge.clone(),
+            record: job.determinism.record,
+            max_tool_calls: job.limits.max_tool_calls,
+            max_in_flight,
+            call_timeout: job.limits.call_timeout,
+            deadline: Instant::now() + job.time_left(),
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            held: Arc::new(AtomicUsize::new(0)),
+            calls: AtomicU32::new(0),
+            failed: AtomicU32::new(0),
+            held_peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// What the desk counted, into `gathered`.
+    fn gather(&self, gathered: &mut Gathered) {
+        gathered.calls = self.calls.load(Ordering::Relaxed);
+        gathered.failed_calls = self.failed.load(Ordering::Relaxed);
+        gathered.held_peak = self.held_peak.load(Ordering::Relaxed);
+    }
+}
+
+impl engine::CallDesk for Desk {
+    /// While enough calls are in flight, or their arguments hold enough bytes, the engine's
+    /// next call waits (a worker's is left unread; a thread waits for one to end).
+    fn has_room(&self, pending: usize) -> bool {
+        pending < self.max_in_flight && self.held.load(Ordering::Relaxed) < MAX_HELD_ARGUMENT_BYTES
+    }
+
+    fn take(&self, message: FromEngine) -> engine::Taken {
+        let FromEngine::Call {
+            id,
+            server,
+            tool,
+            arguments,
+            bytes,
+            observed,
+        } = message
+        else {
+            return engine::Taken::NotACall;
+        };
+        let calls = self.calls.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if self.record && !observed.is_empty() {
+            self.bridge.observe(observed);
+        }
+        let refusal = if let Some(long) = [&server, &tool]
+            .into_iter()
+            .find(|name| name.len() > MAX_NAME_BYTES)
+        {
+            Some(format!(
+                "a tool call names a server or tool of {} bytes (`{}…`); names are at most \
+                 {MAX_NAME_BYTES} bytes",
+                long.len(),
+                long.chars().take(40).collect::<String>()
+            ))
+        } else if calls > self.max_tool_calls {
+            Some(format!(
+                "tool call budget exhausted: an execution may make at most {} tool calls",
+                self.max_tool_calls
+            ))
+        } else if Instant::now() >= self.deadline {
+            Some(format!(
+                "{server}.{tool}: the execution's time is up; no more tool calls"
+            ))
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            return engine::Taken::Refused(ToEngine::Reply {
+                id,
+                ok: None,
+                err: Some(refusal),
+                fresh_ms: None,
+            });
+        }
+        let share = Held::new(&self.held, bytes);
+        self.held_peak
+            .fetch_max(self.held.load(Ordering::Relaxed), Ordering::Relaxed);
+        engine::Taken::Call(
+            call(
+                self.bridge.clone(),
+                self.in_flight.clone(),
+                share,
+                id,
+                server,
+                tool,
+                arguments,
+                self.call_timeout,
+                self.deadline,
+            )
+            .boxed(),
+        )
+    }
+
+    fn replied(&self, reply: &ToEngine) {
+        if let ToEngine::Reply { err: Some(_), .. } = reply {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
 /// Runs the execution over `conn` (already started for a thread; `start` is sent to a worker)
-/// until the engine reports, dies, or the host stops it.
+/// until the engine reports, dies, or the host stops it. A worker's tool calls are made here,
+/// at `desk`; an engine thread makes its own there.
 pub(crate) async fn drive(
     conn: &mut Conn,
     start: Option<ToEngine>,
     job: &Job<'_>,
+    desk: &Desk,
     gathered: &mut Gathered,
 ) -> Ending {
-    let started = Instant::now();
-    let deadline = started + job.time_left();
+    let ending = drive_calls(conn, start, job, desk, gathered).await;
+    desk.gather(gathered);
+    ending
+}
+
+async fn drive_calls(
+    conn: &mut Conn,
+    start: Option<ToEngine>,
+    job: &Job<'_>,
+    desk: &Desk,
+    gathered: &mut Gathered,
+) -> Ending {
+    use engine::CallDesk as _;
+    let deadline = desk.deadline;
     let mut hard_stop = deadline + job.grace;
     let mut stop_kind = ErrorKind::Timeout;
     if let Some(start) = start
@@ -383,11 +531,7 @@ pub(crate) async fn drive(
     {
         return Ending::Lost(format!("cannot start the execution: {error}"));
     }
-    let max_in_flight = job.limits.max_in_flight as usize;
-    let in_flight = Arc::new(Semaphore::new(max_in_flight));
-    // The argument bytes of the calls not yet finished.
-    let held = Arc::new(AtomicUsize::new(0));
-    // Answers made off the loop (tool calls, module loads) come back through here.
+    // Answers made off the loop (refused calls, module loads) come back through here.
     let (reply_tx, mut replies) = mpsc::unbounded_channel::<ToEngine>();
     let mut loads = JoinSet::new();
     // The calls in flight, polled by this task itself: a call's reply goes to the engine from
@@ -396,8 +540,7 @@ pub(crate) async fn drive(
     let mut cancel_sent = false;
     loop {
         // Backpressure: while enough calls are in flight, leave the engine's messages unread.
-        let reading =
-            calls.len() < max_in_flight && held.load(Ordering::Relaxed) < MAX_HELD_ARGUMENT_BYTES;
+        let reading = desk.has_room(calls.len());
         tokio::select! {
             biased;
             _ = job.cancel.cancelled(), if !cancel_sent => {
@@ -410,18 +553,14 @@ pub(crate) async fn drive(
                 return Ending::Stopped(stop_kind);
             }
             Some(reply) = replies.recv() => {
-                if let ToEngine::Reply { err: Some(_), .. } = &reply {
-                    gathered.failed_calls += 1;
-                }
+                desk.replied(&reply);
                 if let Err(error) = conn.send(reply).await {
                     return Ending::Lost(format!("{} ({error})", conn.lost().await));
                 }
             }
             Some(reply) = calls.next(), if !calls.is_empty() => {
                 if let Some(reply) = reply {
-                    if let ToEngine::Reply { err: Some(_), .. } = &reply {
-                        gathered.failed_calls += 1;
-                    }
+                    desk.replied(&reply);
                     if let Err(error) = conn.send(reply).await {
                         return Ending::Lost(format!("{} ({error})", conn.lost().await));
                     }
@@ -467,53 +606,13 @@ pub(crate) async fn drive(
                     }
                     FromEngine::Started => gathered.started = true,
                     FromEngine::Transpiled { .. } => {}
-                    FromEngine::Call { id, server, tool, arguments, bytes, observed } => {
-                        gathered.calls += 1;
-                        if job.determinism.record && !observed.is_empty() {
-                            job.bridge.observe(observed);
+                    call @ FromEngine::Call { .. } => match desk.take(call) {
+                        engine::Taken::Call(call) => calls.push(call),
+                        engine::Taken::Refused(refused) => {
+                            let _ = reply_tx.send(refused);
                         }
-                        let refusal = if let Some(long) = [&server, &tool]
-                            .into_iter()
-                            .find(|name| name.len() > MAX_NAME_BYTES)
-                        {
-                            Some(format!(
-                                "a tool call names a server or tool of {} bytes (`{}…`); names \
-                                 are at most {MAX_NAME_BYTES} bytes",
-                                long.len(),
-                                long.chars().take(40).collect::<String>()
-                            ))
-                        } else if gathered.calls > job.limits.max_tool_calls {
-                            Some(format!(
-                                "tool call budget exhausted: an execution may make at most {} tool calls",
-                                job.limits.max_tool_calls
-                            ))
-                        } else if Instant::now() >= deadline {
-                            Some(format!("{server}.{tool}: the execution's time is up; no more tool calls"))
-                        } else {
-                            None
-                        };
-                        match refusal {
-                            Some(refusal) => {
-                                let _ = reply_tx.send(ToEngine::Reply { id, ok: None, err: Some(refusal), fresh_ms: None });
-                            }
-                            None => {
-                                let share = Held::new(&held, bytes);
-                                gathered.held_peak =
-                                    gathered.held_peak.max(held.load(Ordering::Relaxed));
-                                calls.push(call(
-                                    job.bridge.clone(),
-                                    in_flight.clone(),
-                                    share,
-                                    id,
-                                    server,
-                                    tool,
-                                    arguments,
-                                    job.limits.call_timeout,
-                                    deadline,
-                                ));
-                            }
-                        }
-                    }
+                        engine::Taken::NotACall => {}
+                    },
                     FromEngine::Ready { .. } => {}
                 }
             }

@@ -20,6 +20,8 @@ struct Shared<T> {
 
 struct State<T> {
     queue: VecDeque<T>,
+    /// Woken without a message (see [`Receiver::nudger`]), not yet seen.
+    nudged: bool,
     /// The thread that waits, once it has waited: the one to unpark.
     waiter: Option<Thread>,
     sender_gone: bool,
@@ -45,6 +47,7 @@ pub(crate) fn mailbox<T>() -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: VecDeque::new(),
+            nudged: false,
             waiter: None,
             sender_gone: false,
             receiver_gone: false,
@@ -122,6 +125,68 @@ impl<T> Receiver<T> {
     }
 }
 
+/// What [`Receiver::wait`] saw.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Woke<T> {
+    Message(T),
+    /// A nudge: something the engine waits on besides messages is ready.
+    Nudged,
+}
+
+impl<T: Send + 'static> Receiver<T> {
+    /// A waker for futures the engine thread polls itself: waking it nudges the engine out of
+    /// [`Receiver::wait`].
+    pub(crate) fn nudger(&self) -> std::task::Waker {
+        std::task::Waker::from(Arc::new(Nudger(self.0.clone())))
+    }
+
+    /// The next message or nudge, waiting until `deadline` for either.
+    pub(crate) fn wait(&self, deadline: Instant) -> Result<Woke<T>, RecvTimeoutError> {
+        loop {
+            {
+                let mut state = self.0.state();
+                if let Some(message) = state.queue.pop_front() {
+                    return Ok(Woke::Message(message));
+                }
+                if std::mem::take(&mut state.nudged) {
+                    return Ok(Woke::Nudged);
+                }
+                if state.sender_gone {
+                    return Err(RecvTimeoutError::Disconnected);
+                }
+                let current = thread::current();
+                if state.waiter.as_ref().is_none_or(|w| w.id() != current.id()) {
+                    state.waiter = Some(current);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(RecvTimeoutError::Timeout);
+            }
+            thread::park_timeout(left);
+        }
+    }
+}
+
+struct Nudger<T>(Arc<Shared<T>>);
+
+impl<T: Send + 'static> std::task::Wake for Nudger<T> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let waiter = {
+            let mut state = self.0.state();
+            state.nudged = true;
+            state.waiter.clone()
+        };
+        if let Some(waiter) = waiter {
+            waiter.unpark();
+        }
+    }
+}
+
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         let mut state = self.0.state();
@@ -181,5 +246,31 @@ mod tests {
         let (tx, rx) = mailbox::<u8>();
         drop(rx);
         assert_eq!(tx.send(3), Err(3));
+    }
+
+    #[test]
+    fn a_nudge_wakes_a_wait_once_and_messages_come_first() {
+        let (tx, rx) = mailbox::<u8>();
+        let nudger = rx.nudger();
+        let soon = || Instant::now() + Duration::from_millis(30);
+        assert_eq!(rx.wait(soon()), Err(RecvTimeoutError::Timeout));
+        nudger.wake_by_ref();
+        tx.send(1).unwrap();
+        assert_eq!(rx.wait(soon()), Ok(Woke::Message(1)));
+        assert_eq!(rx.wait(soon()), Ok(Woke::Nudged));
+        assert_eq!(rx.wait(soon()), Err(RecvTimeoutError::Timeout));
+        // A nudge from another thread wakes a waiting one.
+        let waker = nudger.clone();
+        let nudging = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            waker.wake();
+        });
+        let began = Instant::now();
+        assert_eq!(
+            rx.wait(Instant::now() + Duration::from_secs(60)),
+            Ok(Woke::Nudged)
+        );
+        assert!(began.elapsed() < Duration::from_secs(50));
+        nudging.join().unwrap();
     }
 }

@@ -652,7 +652,8 @@ impl Sandbox {
                 }
             };
             let mut conn = Conn::Process(Box::new(worker));
-            let ending = host::drive(&mut conn, Some(start), job, gathered).await;
+            let desk = host::Desk::new(job);
+            let ending = host::drive(&mut conn, Some(start), job, &desk, gathered).await;
             let Conn::Process(worker) = conn else {
                 return ending;
             };
@@ -692,18 +693,20 @@ impl Sandbox {
 /// fires at the next chance; a long built-in such as `Array.prototype.join` on a huge length
 /// finishes or hits the memory limit first). It keeps its memory until then.
 async fn run_in_thread(program: Transpiled, job: &Job<'_>, gathered: &mut Gathered) -> Ending {
+    let desk = Arc::new(host::Desk::new(job));
     let engine = match EngineThread::spawn(
         program,
         job.engine_limits(),
         job.determinism.clone(),
         job.modules.clone(),
+        desk.clone(),
     ) {
         Ok(engine) => engine,
         Err(error) => return Ending::Lost(format!("cannot start a sandbox thread: {error}")),
     };
     let mut conn = Conn::Thread(engine);
     // Dropping the connection abandons the thread if it is still running.
-    host::drive(&mut conn, None, job, gathered).await
+    host::drive(&mut conn, None, job, &desk, gathered).await
 }
 
 /// The largest source transpiled in the host process, before admission: 16 KiB. The scan

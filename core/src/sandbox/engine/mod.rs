@@ -49,7 +49,7 @@ pub(crate) use failure::{human_bytes, human_duration};
 
 use super::{
     Determinism, ErrorKind, ExecError, ModuleProvider, Turn,
-    mailbox::{self, Receiver},
+    mailbox::{self, Receiver, Woke},
     protocol::{EngineLimits, FromEngine, Report, ToEngine},
     transpile::{AGENT_MODULE, EXEC_EXPORT, Transpiled},
 };
@@ -72,6 +72,116 @@ pub(crate) struct Link {
     out: Box<dyn Fn(FromEngine) + Send>,
     inbox: Inbox,
     stash: VecDeque<ToEngine>,
+    /// The tool calls an engine on a host thread makes itself (see [`Link::with_desk`]).
+    own: Option<RefCell<OwnCalls>>,
+}
+
+/// The host's tool-call desk (`host::Desk`), for an engine that makes its own calls.
+pub(crate) trait CallDesk: Send + Sync {
+    /// Whether another call may start while `pending` are in flight.
+    fn has_room(&self, pending: usize) -> bool;
+    /// A call from the engine: the future that makes it, or its reply at once.
+    fn take(&self, call: FromEngine) -> Taken;
+    /// A reply is going to the engine (counted if it is an error).
+    fn replied(&self, reply: &ToEngine);
+    /// When the execution's time is up.
+    fn deadline(&self) -> Instant;
+}
+
+/// What [`CallDesk::take`] made of a message.
+pub(crate) enum Taken {
+    /// The call, made by polling this.
+    Call(futures::future::BoxFuture<'static, Option<ToEngine>>),
+    /// Refused at once: this is its reply.
+    Refused(ToEngine),
+    /// Not a call.
+    NotACall,
+}
+
+/// The tool calls an engine thread makes itself: polled on the engine's own thread, in the
+/// async runtime's context, and woken by a nudge of its mailbox. A call's request is then
+/// written to its server in the engine's turn (a stdio server's pipe takes it at once, see
+/// `pump::Sender`), and its answer wakes the engine directly: no hand-off to an async thread on
+/// the way out, one on the way back.
+struct OwnCalls {
+    desk: Arc<dyn CallDesk>,
+    runtime: tokio::runtime::Handle,
+    calls: futures::stream::FuturesUnordered<futures::future::BoxFuture<'static, Option<ToEngine>>>,
+    waker: std::task::Waker,
+    cancel: Arc<AtomicBool>,
+    /// Replies (refusals, calls ended) not yet given to the engine.
+    ready: VecDeque<ToEngine>,
+    /// The host's messages that arrived while a call waited for room.
+    early: VecDeque<ToEngine>,
+}
+
+impl OwnCalls {
+    /// Polls the calls in flight until none can go on now.
+    fn poll(&mut self) {
+        use futures::StreamExt as _;
+        if self.calls.is_empty() {
+            return;
+        }
+        let _entered = self.runtime.enter();
+        let mut context = std::task::Context::from_waker(&self.waker);
+        while let std::task::Poll::Ready(Some(reply)) = self.calls.poll_next_unpin(&mut context) {
+            if let Some(reply) = reply {
+                self.desk.replied(&reply);
+                self.ready.push_back(reply);
+            }
+        }
+    }
+
+    /// Makes the call `message`, once there is room for it (as the host leaves a worker's next
+    /// message unread while there is none): started and polled at once.
+    fn take(&mut self, message: FromEngine, inbox: &Receiver<ToEngine>) {
+        while !self.desk.has_room(self.calls.len()) {
+            self.poll();
+            let deadline = self.desk.deadline();
+            if self.desk.has_room(self.calls.len())
+                || self.cancel.load(Ordering::Relaxed)
+                || Instant::now() >= deadline
+            {
+                break;
+            }
+            match inbox.wait(deadline.min(Instant::now() + LOOK_EVERY)) {
+                Ok(Woke::Message(message)) => self.early.push_back(message),
+                Ok(Woke::Nudged) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        match self.desk.take(message) {
+            Taken::Call(call) => {
+                self.calls.push(call);
+                self.poll();
+            }
+            Taken::Refused(refused) => {
+                self.desk.replied(&refused);
+                self.ready.push_back(refused);
+            }
+            Taken::NotACall => {}
+        }
+    }
+
+    /// The next message for the engine that needs no waiting.
+    fn next(&mut self) -> Option<ToEngine> {
+        if let Some(message) = self.early.pop_front() {
+            return Some(message);
+        }
+        if self.ready.is_empty() {
+            self.poll();
+        }
+        self.ready.pop_front()
+    }
+}
+
+/// Calls still in flight when the engine is done are dropped in the runtime's context, so that
+/// each can tell its server it was abandoned.
+impl Drop for OwnCalls {
+    fn drop(&mut self) {
+        let _entered = self.runtime.enter();
+        self.calls.clear();
+    }
 }
 
 /// Where the host's messages come from.
@@ -89,7 +199,31 @@ impl Link {
             out,
             inbox: Inbox::Channel(inbox),
             stash: VecDeque::new(),
+            own: None,
         }
+    }
+
+    /// The link of an engine on a host thread that makes its tool calls itself, at `desk`, in
+    /// `runtime`'s context; `cancel` is the execution's flag (a call waiting for room stops
+    /// waiting when it is set).
+    pub(crate) fn with_desk(
+        mut self,
+        desk: Arc<dyn CallDesk>,
+        runtime: tokio::runtime::Handle,
+        cancel: Arc<AtomicBool>,
+    ) -> Self {
+        if let Inbox::Channel(inbox) = &self.inbox {
+            self.own = Some(RefCell::new(OwnCalls {
+                desk,
+                runtime,
+                calls: Default::default(),
+                waker: inbox.nudger(),
+                cancel,
+                ready: VecDeque::new(),
+                early: VecDeque::new(),
+            }));
+        }
+        self
     }
 
     /// A link over a worker's pipes, both ways (see [`PipeInbox`]).
@@ -98,10 +232,16 @@ impl Link {
             out: Box::new(|_| {}),
             inbox: Inbox::Pipe(pipe),
             stash: VecDeque::new(),
+            own: None,
         }
     }
 
     pub(crate) fn send(&self, message: FromEngine) {
+        if let (Some(own), Inbox::Channel(inbox), FromEngine::Call { .. }) =
+            (&self.own, &self.inbox, &message)
+        {
+            return own.borrow_mut().take(message, inbox);
+        }
         match &self.inbox {
             Inbox::Pipe(pipe) => pipe.write(&message),
             Inbox::Channel(_) => (self.out)(message),
@@ -112,6 +252,21 @@ impl Link {
     pub(crate) fn next(&mut self, timeout: Duration) -> Result<ToEngine, bool> {
         if let Some(message) = self.stash.pop_front() {
             return Ok(message);
+        }
+        if let (Some(own), Inbox::Channel(inbox)) = (&self.own, &self.inbox) {
+            // Far enough for "no deadline": an engine's own deadline is never this far.
+            let deadline = Instant::now() + timeout.min(Duration::from_secs(1 << 32));
+            loop {
+                if let Some(message) = own.borrow_mut().next() {
+                    return Ok(message);
+                }
+                match inbox.wait(deadline) {
+                    Ok(Woke::Message(message)) => return Ok(message),
+                    Ok(Woke::Nudged) => {}
+                    Err(RecvTimeoutError::Timeout) => return Err(false),
+                    Err(RecvTimeoutError::Disconnected) => return Err(true),
+                }
+            }
         }
         match self.recv_timeout(timeout) {
             Ok(message) => Ok(message),
