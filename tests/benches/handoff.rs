@@ -36,7 +36,14 @@ use runbyte_tests::{TempDir, config_of, runbyte, server_everything, test_dep};
 use serde_json::Value;
 
 const ECHO: &str = r#"{"name":"echo","arguments":{"message":"m"}}"#;
-const CALLS: usize = 100;
+/// Calls per round of each variant: `BENCH_CALLS`, 100 by default. More calls per round make
+/// Runbyte's per-call figure steadier (a trivial program's time is subtracted once per round).
+fn calls() -> usize {
+    std::env::var("BENCH_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100)
+}
 
 /// A child spoken to in JSON-RPC lines over its stdio, initialized; answers are matched to
 /// requests by id without parsing them (the direct figure is the floor: nothing more is done).
@@ -124,12 +131,13 @@ struct Gateway {
     _dir: TempDir,
 }
 
-/// A program making [`CALLS`] sequential calls; it returns how many answers were right.
+/// A program making [`calls`] sequential calls; it returns how many answers were right.
 fn sequential_program() -> String {
+    let calls = calls();
     format!(
         "import {{ echo }} from './servers/everything/echo';\n\
          let right = 0;\n\
-         for (let i = 0; i < {CALLS}; i++) {{\n\
+         for (let i = 0; i < {calls}; i++) {{\n\
            if ((await echo({{ message: 'm' }})) === 'Echo: m') right++;\n\
          }}\n\
          export default right;"
@@ -146,7 +154,8 @@ impl Gateway {
         let dir = TempDir::new(&format!("handoff-{isolation}"));
         let config = config_of(&[
             format!(
-                "[sandbox]\npolicy = \"limits\"\n\n[sandbox.limits]\nisolation = \"{isolation}\"\n"
+                "[sandbox]\npolicy = \"limits\"\n\n[sandbox.limits]\nisolation = \"{isolation}\"\n\
+                 max-tool-calls = 100000\n"
             ),
             format!(
                 "[servers.everything]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
@@ -196,16 +205,16 @@ impl Gateway {
             .to_owned()
     }
 
-    /// One round's per-call figure: the sequential program, less a trivial one, ÷ [`CALLS`].
+    /// One round's per-call figure: the sequential program, less a trivial one, ÷ [`calls`].
     fn per_call_us(&mut self, program: &str) -> f64 {
         let began = Instant::now();
         assert!(self.execute("export default 1").starts_with('1'));
         let trivial = began.elapsed();
         let began = Instant::now();
         let answer = self.execute(program);
-        let calls = began.elapsed();
-        assert!(answer.starts_with(&CALLS.to_string()), "{answer}");
-        calls.saturating_sub(trivial).as_secs_f64() * 1e6 / CALLS as f64
+        let took = began.elapsed();
+        assert!(answer.starts_with(&calls().to_string()), "{answer}");
+        took.saturating_sub(trivial).as_secs_f64() * 1e6 / calls() as f64
     }
 }
 
@@ -297,8 +306,9 @@ fn main() {
     };
 
     println!(
-        "\nHand-off floor: {rounds} rounds of {CALLS} sequential echo calls per variant, direct \
+        "\nHand-off floor: {rounds} rounds of {} sequential echo calls per variant, direct \
          alternating with each relay in turn, {:.1} s; medians per call\n",
+        calls(),
         started.elapsed().as_secs_f64()
     );
     println!("| path of a call | per call | direct, same phase | ÷ direct | added |");
@@ -316,8 +326,9 @@ fn main() {
         );
     }
     println!(
-        "\nRunbyte against its floor, same rounds: a program's {CALLS} sequential calls, less a \
-         trivial program, per call\n"
+        "\nRunbyte against its floor, same rounds: a program's {} sequential calls, less a \
+         trivial program, per call\n",
+        calls()
     );
     let old_columns = if old.is_some() {
         ("| old build | old ÷ floor ", "|---|---")
@@ -351,7 +362,7 @@ struct Figures {
     runbyte: Vec<f64>,
 }
 
-/// Medians per call of `rounds` rounds of [`CALLS`] calls direct, through `relay` and through
+/// Medians per call of `rounds` rounds of [`calls`] calls direct, through `relay` and through
 /// each gateway, the order rotating round by round.
 fn alternate(
     rounds: usize,
@@ -369,10 +380,10 @@ fn alternate(
                 gateways[variant - 2].per_call_us(&program)
             } else {
                 let began = Instant::now();
-                for _ in 0..CALLS {
+                for _ in 0..calls() {
                     if variant == 1 { relay() } else { direct.echo() }
                 }
-                began.elapsed().as_secs_f64() * 1e6 / CALLS as f64
+                began.elapsed().as_secs_f64() * 1e6 / calls() as f64
             };
             figures[variant].push(per_call);
         }
