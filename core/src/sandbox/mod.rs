@@ -18,7 +18,7 @@
 //! | `memory_bytes` | QuickJS's allocator limit (`JS_SetMemoryLimit`); out of memory is reported as `Memory` |
 //! | `stack_bytes` | QuickJS's stack limit; the engine thread's stack is this plus 16 MiB |
 //! | `max_tool_calls` | `callTool` in the engine, and again in the host |
-//! | `max_in_flight` | a semaphore in the host; excess calls wait their turn |
+//! | `max_in_flight` | a semaphore at the host's call desk (`host::Desk`); excess calls wait their turn |
 //! | `call_timeout` | the host, bounded by the time left (`ToolCall::timeout`) |
 //! | `max_output_bytes` | the engine's console budget (and the host's), the result's rendering budget, and the host's final trim of console lines so that result plus console fit |
 //!
@@ -28,7 +28,7 @@
 //! |---|---|
 //! | source size, 1 MiB; nesting, 256 brackets; 1,024 operators or unbraced statement heads along one path | the scan in `transpile` before SWC runs |
 //! | transpiling's time and memory | a source of at most 16 KiB: in the host before admission, where the scan bounds the work, within the deadline, at most twice `workers` at once. A larger one: after admission, within the deadline, in a worker process whose address space is capped at start plus heap, stacks and 1 GiB (`RLIMIT_AS`); a worker lost while transpiling ends that execution as `Limit` |
-//! | host memory per execution | backpressure: nothing more is read from the engine while `max_in_flight` calls are running or their arguments hold 64 MiB; one call's arguments are at most 16 MiB, one worker message 64 MiB |
+//! | host memory per execution | backpressure: while `max_in_flight` calls are running or their arguments hold 64 MiB, nothing more is read from a worker and an engine thread's next call waits for one to end; one call's arguments are at most 16 MiB, one worker message 64 MiB |
 //! | names in a call | 1 KiB each, refused before any lookup; "did you mean" compares names of at most 256 characters whose lengths are close |
 //! | the worker channel | one JSON line per message, read cancel-safely (a partial line waits for its end) |
 
