@@ -337,8 +337,8 @@ fn runbyte_exec_runs_a_file_and_stdin() {
 }
 
 /// An engine on a host thread makes its tool calls itself (`engine::Link::with_desk`), where a
-/// worker's are made by the host; and a call to a server on `initialize` skips rmcp's service
-/// loop (`pump::Sender`), where a 2026-07-28 one does not. In each pairing, concurrent calls, a
+/// worker's are made by the host; a call skips rmcp's service loop (`pump::Sender`), stamped as
+/// rmcp stamps a 2026-07-28 request where the server speaks that. In each pairing, concurrent calls, a
 /// call past its timeout, and a call still running when the program ends go the same way, and
 /// the server is told of the two it no longer has to answer.
 #[tokio::test]

@@ -233,6 +233,34 @@ pub struct Connection {
     relist_at: std::sync::Mutex<Option<(std::time::Instant, std::time::Duration)>>,
     /// Sends its tool calls past rmcp's service loop, where the transport allows it.
     pub(super) sender: Option<crate::pump::Sender<RoleClient>>,
+    /// What rmcp stamps on each request of a 2026-07-28 connection, for the calls `sender`
+    /// sends.
+    pub(super) stamp: Option<Stamp>,
+}
+
+/// What rmcp puts in the `_meta` of every request on a 2026-07-28 connection (a stateless
+/// revision carries its lifecycle in each request): the revision, and the client's info and
+/// capabilities as the discovery sent them.
+pub(super) struct Stamp {
+    pub protocol_version: rmcp::model::ProtocolVersion,
+    pub client_info: rmcp::model::Implementation,
+    pub capabilities: rmcp::model::ClientCapabilities,
+}
+
+impl Stamp {
+    /// The stamp of a connection that speaks a revision without `initialize`.
+    fn of(service: &RunningService<RoleClient, HubClient>) -> Option<Stamp> {
+        let info = service.peer().peer_info()?;
+        if info.protocol_version.has_initialize() {
+            return None;
+        }
+        let client = service.service().get_info();
+        Some(Stamp {
+            protocol_version: info.protocol_version.clone(),
+            client_info: client.client_info,
+            capabilities: client.capabilities,
+        })
+    }
 }
 
 impl Connection {
@@ -650,6 +678,7 @@ impl Opening<'_> {
                 )));
             }
         };
+        let stamp = Stamp::of(&service);
         let connection = Connection {
             service,
             listed: Default::default(),
@@ -662,6 +691,7 @@ impl Opening<'_> {
             bearer: None,
             relist_at: Default::default(),
             sender,
+            stamp,
         };
         let listed = tokio::select! {
             listed = tokio::time::timeout(init_timeout, connection.relist()) => listed,

@@ -1532,9 +1532,13 @@ async fn send_call(
 ) -> Result<Sent, ServiceError> {
     let peer = connection.service.peer();
     let asker = options.asker.as_deref();
+    // Past rmcp's service loop where the transport allows (see `pump::Sender`).
+    let direct = connection
+        .sender
+        .as_ref()
+        .map(|sender| (sender, connection.stamp.as_ref()));
     if !connection.is_stateless() {
-        let sender = connection.sender.as_ref();
-        return match call_once(peer, params, None, caller, sender).await? {
+        return match call_once(peer, params, None, caller, direct).await? {
             CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
             CallToolResponse::Task(created) => awaited(peer, created, asker).await,
             _ => Err(ServiceError::UnexpectedResponse),
@@ -1548,7 +1552,7 @@ async fn send_call(
             meta.insert(CLIENT_CAPABILITIES_META.to_owned(), capabilities);
             meta
         });
-        return match call_once(peer, params, capabilities, caller, None).await? {
+        return match call_once(peer, params, capabilities, caller, direct).await? {
             CallToolResponse::Complete(result) => Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => {
                 if let Ok(mut held) = through.asked.lock() {
@@ -1568,7 +1572,7 @@ async fn send_call(
         };
     }
     for _ in 0..MAX_INPUT_ROUNDS {
-        let asked = match call_once(peer, params.clone(), None, caller, None).await? {
+        let asked = match call_once(peer, params.clone(), None, caller, direct).await? {
             CallToolResponse::Complete(result) => return Ok(Sent::Result(result)),
             CallToolResponse::InputRequired(asked) => asked,
             CallToolResponse::Task(created) => return awaited(peer, created, asker).await,
@@ -1632,16 +1636,26 @@ async fn call_once(
     params: CallToolRequestParams,
     meta: Option<rmcp::model::RequestMetaObject>,
     caller: &crate::relay::Caller,
-    sender: Option<&crate::pump::Sender<rmcp::RoleClient>>,
+    direct: Option<(
+        &crate::pump::Sender<rmcp::RoleClient>,
+        Option<&client::Stamp>,
+    )>,
 ) -> Result<CallToolResponse, ServiceError> {
     use rmcp::model::GetMeta as _;
     let mut request =
         rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-    let routed = sender.and_then(|sender| Some((sender, sender.route()?)));
-    let answer = if let Some((sender, routed)) = routed {
+    let routed = direct.and_then(|(sender, stamp)| Some((sender, stamp, sender.route()?)));
+    let answer = if let Some((sender, stamp, routed)) = routed {
         let (id, answer) = routed.map_err(|_| ServiceError::TransportClosed)?;
-        // What rmcp would add: a progress token (ids and tokens of its own are far below these).
+        // What rmcp would add, in its order: a stateless revision's stamp, the caller's
+        // `_meta`, a progress token (ids and tokens of its own are far below these).
         let token = rmcp::model::ProgressToken(id.clone());
+        if let Some(stamp) = stamp {
+            let stamped = request.get_meta_mut();
+            stamped.set_protocol_version(stamp.protocol_version.clone());
+            stamped.set_client_info(stamp.client_info.clone());
+            stamped.set_client_capabilities(stamp.capabilities.clone());
+        }
         if let Some(meta) = meta {
             request.get_meta_mut().extend(meta);
         }
