@@ -34,6 +34,62 @@ impl<T> Shared<T> {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// Changes the state, then wakes the thread that waits, if one does.
+    fn wake_after<R>(&self, change: impl FnOnce(&mut State<T>) -> R) -> R {
+        let (changed, waiter) = {
+            let mut state = self.state();
+            let changed = change(&mut state);
+            (changed, state.waiter.clone())
+        };
+        if let Some(waiter) = waiter {
+            waiter.unpark();
+        }
+        changed
+    }
+
+    /// What there is for the reader now (nudges included if `nudges`); else the reading thread
+    /// becomes the one to wake, and `None`.
+    fn look(&self, nudges: bool) -> Option<Result<Woke<T>, RecvTimeoutError>> {
+        let mut state = self.state();
+        if let Some(message) = state.queue.pop_front() {
+            return Some(Ok(Woke::Message(message)));
+        }
+        if nudges && std::mem::take(&mut state.nudged) {
+            return Some(Ok(Woke::Nudged));
+        }
+        if state.sender_gone {
+            return Some(Err(RecvTimeoutError::Disconnected));
+        }
+        // A thread kept between executions waits on each execution's mailbox in turn: this
+        // one's waiter is whichever thread reads it.
+        let current = thread::current();
+        if state.waiter.as_ref().is_none_or(|w| w.id() != current.id()) {
+            state.waiter = Some(current);
+        }
+        None
+    }
+
+    /// Waits until `deadline` (`None`: for ever) for what [`Shared::look`] finds.
+    fn wait(&self, deadline: Option<Instant>, nudges: bool) -> Result<Woke<T>, RecvTimeoutError> {
+        loop {
+            if let Some(found) = self.look(nudges) {
+                return found;
+            }
+            // Parking returns at once if an unpark came since the look (or, harmlessly, one left
+            // over from an earlier wait): the queue is looked at again either way.
+            match deadline {
+                None => thread::park(),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(RecvTimeoutError::Timeout);
+                    }
+                    thread::park_timeout(left);
+                }
+            }
+        }
+    }
 }
 
 /// The host's end.
@@ -60,31 +116,19 @@ impl<T> Sender<T> {
     /// Queues `message` and wakes the engine if it waits; the message back if the engine's end
     /// is gone.
     pub(crate) fn send(&self, message: T) -> Result<(), T> {
-        let waiter = {
-            let mut state = self.0.state();
+        self.0.wake_after(|state| {
             if state.receiver_gone {
                 return Err(message);
             }
             state.queue.push_back(message);
-            state.waiter.clone()
-        };
-        if let Some(waiter) = waiter {
-            waiter.unpark();
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        let waiter = {
-            let mut state = self.0.state();
-            state.sender_gone = true;
-            state.waiter.take()
-        };
-        if let Some(waiter) = waiter {
-            waiter.unpark();
-        }
+        self.0.wake_after(|state| state.sender_gone = true);
     }
 }
 
@@ -93,34 +137,10 @@ impl<T> Receiver<T> {
     /// empty and the host's end is gone.
     pub(crate) fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
         let deadline = Instant::now().checked_add(timeout);
-        loop {
-            {
-                let mut state = self.0.state();
-                if let Some(message) = state.queue.pop_front() {
-                    return Ok(message);
-                }
-                if state.sender_gone {
-                    return Err(RecvTimeoutError::Disconnected);
-                }
-                // A thread kept between executions waits on each execution's mailbox in turn:
-                // this one's waiter is whichever thread reads it.
-                let current = thread::current();
-                if state.waiter.as_ref().is_none_or(|w| w.id() != current.id()) {
-                    state.waiter = Some(current);
-                }
-            }
-            // Parking returns at once if an unpark came since the look (or, harmlessly, one left
-            // over from an earlier wait): the queue is looked at again either way.
-            match deadline {
-                None => thread::park(),
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(RecvTimeoutError::Timeout);
-                    }
-                    thread::park_timeout(left);
-                }
-            }
+        match self.0.wait(deadline, false)? {
+            Woke::Message(message) => Ok(message),
+            // Not looked for: not given.
+            Woke::Nudged => Err(RecvTimeoutError::Timeout),
         }
     }
 }
@@ -142,29 +162,7 @@ impl<T: Send + 'static> Receiver<T> {
 
     /// The next message or nudge, waiting until `deadline` for either.
     pub(crate) fn wait(&self, deadline: Instant) -> Result<Woke<T>, RecvTimeoutError> {
-        loop {
-            {
-                let mut state = self.0.state();
-                if let Some(message) = state.queue.pop_front() {
-                    return Ok(Woke::Message(message));
-                }
-                if std::mem::take(&mut state.nudged) {
-                    return Ok(Woke::Nudged);
-                }
-                if state.sender_gone {
-                    return Err(RecvTimeoutError::Disconnected);
-                }
-                let current = thread::current();
-                if state.waiter.as_ref().is_none_or(|w| w.id() != current.id()) {
-                    state.waiter = Some(current);
-                }
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(RecvTimeoutError::Timeout);
-            }
-            thread::park_timeout(left);
-        }
+        self.0.wait(Some(deadline), true)
     }
 }
 
@@ -176,14 +174,7 @@ impl<T: Send + 'static> std::task::Wake for Nudger<T> {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let waiter = {
-            let mut state = self.0.state();
-            state.nudged = true;
-            state.waiter.clone()
-        };
-        if let Some(waiter) = waiter {
-            waiter.unpark();
-        }
+        self.0.wake_after(|state| state.nudged = true);
     }
 }
 
