@@ -61,7 +61,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         out.write_all(bytes)?;
         out.sync_all()?;
         drop(out);
-        std::fs::rename(&temporary, path)
+        rename_over(&temporary, path)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
@@ -73,6 +73,23 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = folder.sync_all();
     }
     Ok(())
+}
+
+/// Renames `from` over `to`. On Windows a rename over a file that someone has open (a reader,
+/// a look at its metadata, a virus scanner or the search indexer) can be refused as access
+/// denied where the file system lacks POSIX rename semantics (FAT, network shares, wine): such
+/// a refusal is tried again a few times over about a second before it is an error.
+fn rename_over(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(windows)]
+    for wait in [1, 2, 5, 10, 20, 50, 100, 200, 300, 300] {
+        match std::fs::rename(from, to) {
+            Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
+                std::thread::sleep(std::time::Duration::from_millis(wait));
+            }
+            done => return done,
+        }
+    }
+    std::fs::rename(from, to)
 }
 
 /// A new file at `path`, mode 0600, opened for writing: never one that exists, and never

@@ -582,9 +582,20 @@ pub fn lock(pins_file: &Path) -> std::io::Result<Lock> {
 /// back, all under the server's lock: what another writer wrote meanwhile is kept.
 pub fn update<R>(
     server: &str,
-    (pins_file, pending_file): &(PathBuf, PathBuf),
+    files: &(PathBuf, PathBuf),
     change: impl FnOnce(&mut PinSet, &mut PinSet) -> R,
 ) -> Result<R, String> {
+    update_stamped(server, files, change).map(|(answer, _)| answer)
+}
+
+/// [`update`], with the pins file's stamp as written, taken under the lock: a stamp taken after
+/// it could be another writer's, and on Windows a look at the file while another writer
+/// renames over it can make that rename fail.
+fn update_stamped<R>(
+    server: &str,
+    (pins_file, pending_file): &(PathBuf, PathBuf),
+    change: impl FnOnce(&mut PinSet, &mut PinSet) -> R,
+) -> Result<(R, Stamp), String> {
     let _lock = lock(pins_file).map_err(|e| format!("cannot lock {}: {e}", pins_file.display()))?;
     let read = |file: &Path| {
         load(server, file)
@@ -596,7 +607,7 @@ pub fn update<R>(
     let written = |file: &Path, e: std::io::Error| format!("cannot write {}: {e}", file.display());
     save(server, pins_file, &pinned).map_err(|e| written(pins_file, e))?;
     save_pending(server, pending_file, &pending).map_err(|e| written(pending_file, e))?;
-    Ok(answer)
+    Ok((answer, stamp(pins_file)))
 }
 
 /// A server's pins as kept under its key in a `[server] state-store`: its pins file, with its
@@ -1017,18 +1028,19 @@ impl Pins {
             .map_err(|_| "the pins' lock is poisoned".to_owned())?;
         let before = match &pins.files {
             Some(files) => {
-                let (before, pinned) = update(server, files, |pinned, pending| {
-                    if let Some(pending) = pending.kind_mut(kind) {
-                        pending.remove(name);
-                    }
-                    let before = pinned
-                        .kind_mut(kind)
-                        .get_or_insert_default()
-                        .insert(name.to_owned(), pin.clone());
-                    (before, pinned.clone())
-                })?;
+                let ((before, pinned), stamp) =
+                    update_stamped(server, files, |pinned, pending| {
+                        if let Some(pending) = pending.kind_mut(kind) {
+                            pending.remove(name);
+                        }
+                        let before = pinned
+                            .kind_mut(kind)
+                            .get_or_insert_default()
+                            .insert(name.to_owned(), pin.clone());
+                        (before, pinned.clone())
+                    })?;
                 state.pins = pinned;
-                state.stamp = stamp(&files.0);
+                state.stamp = stamp;
                 state.settled = false;
                 before
             }
