@@ -8,6 +8,7 @@
 mod expand;
 mod private;
 
+pub(crate) use private::rename_over;
 pub use private::{create_new_private, private_dir, read_private, write_private};
 mod import;
 mod locate;

@@ -76,20 +76,29 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Renames `from` over `to`. On Windows a rename over a file that someone has open (a reader,
-/// a look at its metadata, a virus scanner or the search indexer) can be refused as access
-/// denied where the file system lacks POSIX rename semantics (FAT, network shares, wine): such
-/// a refusal is tried again a few times over about a second before it is an error.
-fn rename_over(from: &Path, to: &Path) -> std::io::Result<()> {
+/// a look at its metadata, a virus scanner, the search indexer, an MCP client reading its own
+/// configuration) can be refused, as access denied or a sharing violation, where the holder
+/// does not share deletion or the file system lacks POSIX rename semantics (FAT, network
+/// shares, wine): such a refusal is tried again for about a second before it is an error.
+pub(crate) fn rename_over(from: &Path, to: &Path) -> std::io::Result<()> {
     #[cfg(windows)]
     for wait in [1, 2, 5, 10, 20, 50, 100, 200, 300, 300] {
         match std::fs::rename(from, to) {
-            Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(error) if held_open(&error) => {
                 std::thread::sleep(std::time::Duration::from_millis(wait));
             }
             done => return done,
         }
     }
     std::fs::rename(from, to)
+}
+
+/// Whether a rename's error says that someone holds the file open: access denied (5), a
+/// sharing violation (32) or a lock violation (33).
+#[cfg(windows)]
+fn held_open(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::PermissionDenied
+        || matches!(error.raw_os_error(), Some(5 | 32 | 33))
 }
 
 /// A new file at `path`, mode 0600, opened for writing: never one that exists, and never
@@ -242,5 +251,73 @@ mod tests {
         std::os::unix::fs::symlink(&dir, &link_dir).unwrap();
         assert!(write_private(&link_dir.join("f.json"), b"x").is_err());
         let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+#[cfg(all(test, windows))]
+mod windows_tests {
+    #![allow(clippy::unwrap_used)]
+    use std::{
+        os::windows::fs::OpenOptionsExt,
+        time::{Duration, Instant},
+    };
+
+    use super::*;
+
+    /// The target, open to someone who shares only reading (so no rename may replace it).
+    fn held(path: &Path) -> std::fs::File {
+        const FILE_SHARE_READ: u32 = 1;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .share_mode(FILE_SHARE_READ)
+            .open(path)
+            .unwrap()
+    }
+
+    /// A file held open for a moment (as a virus scanner or a reader holds it) is replaced once
+    /// let go; one held for good is an error after about a second, the file as it was and no
+    /// temporary file left behind.
+    #[test]
+    fn a_write_over_a_file_held_open_waits_for_it_then_gives_up() {
+        let dir = std::env::temp_dir().join(format!("runbyte-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("pins.json");
+        write_private(&path, b"old").unwrap();
+
+        let holder = held(&path);
+        // The condition itself: a plain rename over the held file is refused.
+        let stray = dir.join("stray");
+        std::fs::write(&stray, b"stray").unwrap();
+        let refused = std::fs::rename(&stray, &path).unwrap_err();
+        assert!(held_open(&refused), "{refused:?}");
+        std::fs::remove_file(&stray).unwrap();
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(holder);
+        });
+        write_private(&path, b"new").unwrap();
+        letting_go.join().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+
+        let holder = held(&path);
+        let started = Instant::now();
+        let error = write_private(&path, b"newer").unwrap_err();
+        let waited = started.elapsed();
+        drop(holder);
+        assert!(held_open(&error), "{error:?}");
+        assert!(
+            waited >= Duration::from_millis(500),
+            "gave up after {waited:?}"
+        );
+        assert!(waited < Duration::from_secs(30), "waited {waited:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name != "pins.json")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

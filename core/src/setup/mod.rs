@@ -324,7 +324,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> std:
         out.write_all(bytes)?;
         out.sync_all()?;
         drop(out);
-        std::fs::rename(&temporary, path)
+        crate::config::rename_over(&temporary, path)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
