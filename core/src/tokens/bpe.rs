@@ -5,11 +5,13 @@
 //! split pattern: about 27 MiB for as long as the process runs. A count needs only the ranks:
 //! here every token's bytes sit in one buffer, each rank's span of it in a table, and a hash
 //! table of ranks finds a token's rank by its bytes: about 4 MiB. The table is read once from tiktoken-rs's own encoding (built, read, then dropped),
-//! the text is split by the encoding's own pattern, and each piece is merged as tiktoken merges
-//! it (the lowest-ranked adjacent pair first, the leftmost of equal ranks), in O(n log n) for a
-//! piece of n bytes. The counts equal tiktoken's; the tests compare them on generated texts.
+//! the text is split as the encoding's own pattern splits it (see [`Split`]), and each piece is
+//! merged as tiktoken merges it (the lowest-ranked adjacent pair first, the leftmost of equal
+//! ranks), in O(n log n) for a piece of n bytes. The counts equal tiktoken's; the tests compare
+//! them on generated texts.
 
 use std::{
+    cell::OnceCell,
     cmp::Reverse,
     collections::BinaryHeap,
     hash::{BuildHasher, BuildHasherDefault},
@@ -28,8 +30,74 @@ pub struct Counter {
     spans: Box<[(u32, u32)]>,
     /// The ranks, found by their token's bytes.
     ranks: hashbrown::HashTable<Rank>,
-    pattern: fancy_regex::Regex,
+    split: Split,
 }
+
+/// The encoding's split pattern, run without its one lookahead. tiktoken's pattern has
+/// `\s+(?!\S)` before its last alternative, `\s+`, which needs a backtracking engine
+/// (fancy-regex): on a result of many short pieces (base64, say) that engine was most of a
+/// count's time. Without it, a finite-automaton regex matches the same pieces but one: where a
+/// run of two or more whitespace characters (none of them a line break) is followed by
+/// something else, `\s+(?!\S)` takes all of the run but its last character, which starts the
+/// next piece (a word's leading space, say), while `\s+` takes the whole run. [`Split::pieces`]
+/// gives that last character back. A run with a line break is matched by an alternative
+/// before these two, the same either way.
+struct Split {
+    pattern: regex::Regex,
+}
+
+/// What the lookahead alternative is, in tiktoken's pattern.
+const LOOKAHEAD: &str = r"\s+(?!\S)|";
+
+thread_local! {
+    /// This thread's copy of the split pattern: a copy keeps its matching caches for itself,
+    /// where one pattern shared by the counting threads hands them out under a lock, once a
+    /// piece.
+    static SPLIT: OnceCell<regex::Regex> = const { OnceCell::new() };
+}
+
+impl Split {
+    /// `tiktoken`'s pattern less its lookahead. `Err` if the pattern no longer has it where
+    /// this expects it (a tiktoken-rs that changed it).
+    fn new(tiktoken: &str) -> Result<Split, String> {
+        if tiktoken.matches(LOOKAHEAD).count() != 1 || !tiktoken.ends_with(r"|\s+") {
+            return Err(format!(
+                "the split pattern does not have `{LOOKAHEAD}` once before its last `\\s+`"
+            ));
+        }
+        let pattern =
+            regex::Regex::new(&tiktoken.replace(LOOKAHEAD, "")).map_err(|e| e.to_string())?;
+        Ok(Split { pattern })
+    }
+
+    /// Calls `each` with every piece of `text`, in order, as tiktoken's pattern splits it.
+    fn pieces(&self, text: &str, mut each: impl FnMut(&str)) {
+        SPLIT.with(|split| {
+            let pattern = split.get_or_init(|| self.pattern.clone());
+            let mut at = 0;
+            while let Some(found) = pattern.find_at(text, at) {
+                let piece = found.as_str();
+                at = found.end();
+                // A whitespace run `\s+` took whole, followed by something: all but its last
+                // character is the piece, and that character starts the next.
+                if at < text.len()
+                    && piece.chars().all(char::is_whitespace)
+                    && !piece.contains(['\r', '\n'])
+                    && let Some((last, _)) = piece.char_indices().next_back()
+                    && last > 0
+                {
+                    each(&piece[..last]);
+                    at = found.start() + last;
+                    continue;
+                }
+                each(piece);
+            }
+        });
+    }
+}
+
+/// The longest piece merged in place ([`Counter::count_short`]); longer ones by a heap.
+const SHORT_PIECE: usize = 64;
 
 /// How token bytes are hashed.
 const HASHER: BuildHasherDefault<FxHasher> = BuildHasherDefault::new();
@@ -69,13 +137,12 @@ impl Counter {
             });
         }
         drop(tokens);
-        let pattern =
-            fancy_regex::Regex::new(tiktoken_rs::O200K_BASE_PAT_STR).map_err(|e| e.to_string())?;
+        let split = Split::new(tiktoken_rs::O200K_BASE_PAT_STR)?;
         Ok(Counter {
             bytes: buffer.into_boxed_slice(),
             spans: spans.into_boxed_slice(),
             ranks,
-            pattern,
+            split,
         })
     }
 
@@ -92,11 +159,10 @@ impl Counter {
 
     /// The tokens of `text`, as tiktoken's `encode_ordinary(text).len()` counts them.
     pub fn count(&self, text: &str) -> usize {
-        self.pattern
-            .find_iter(text)
-            .filter_map(Result::ok)
-            .map(|piece| self.count_piece(piece.as_str().as_bytes()))
-            .sum()
+        let mut tokens = 0;
+        self.split
+            .pieces(text, |piece| tokens += self.count_piece(piece.as_bytes()));
+        tokens
     }
 
     /// The tokens one piece of the split merges into.
@@ -105,6 +171,9 @@ impl Counter {
         if n <= 1 || self.rank_of(piece).is_some() {
             return n.min(1);
         }
+        if n <= SHORT_PIECE {
+            return self.count_short(piece);
+        }
         let rank = |start: usize, end: usize| self.rank_of(&piece[start..end]);
         // The parts, as a list over their start bytes: `end[i]` is where the part starting at
         // `i` ends, `before[i]` the start of the part before it; `merged[i]` once the part at
@@ -112,16 +181,23 @@ impl Counter {
         let mut end: Vec<usize> = (1..=n).collect();
         let mut before: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
         let mut merged = vec![false; n];
-        // Every adjacent pair that is a token, by (rank, start): popped lowest first. An entry
-        // whose pair changed since is told by its rank no longer matching (or by a merged start).
+        // Every adjacent pair that is a token, by (rank, start) packed in one number: popped
+        // lowest first. An entry whose pair changed since is told by its rank no longer matching
+        // (or by a merged start). (A piece is at most `MAX_COUNTED_BYTES` long: its starts fit
+        // in 32 bits, and the heap's entries in half the room a pair of numbers took.)
+        let entry = |rank: Rank, start: usize| Reverse((u64::from(rank) << 32) | start as u64);
         let mut pairs = BinaryHeap::with_capacity(n);
         for i in 0..n - 1 {
             if let Some(r) = rank(i, i + 2) {
-                pairs.push(Reverse((r, i)));
+                pairs.push(entry(r, i));
             }
         }
         let mut parts = n;
-        while let Some(Reverse((r, start))) = pairs.pop() {
+        while let Some(Reverse(packed)) = pairs.pop() {
+            let (r, start) = (
+                (packed >> 32) as Rank,
+                (packed & u64::from(u32::MAX)) as usize,
+            );
             let next = end[start];
             if merged[start] || next >= n || rank(start, end[next]) != Some(r) {
                 continue;
@@ -137,15 +213,64 @@ impl Counter {
             if first != usize::MAX
                 && let Some(r) = rank(first, joined)
             {
-                pairs.push(Reverse((r, first)));
+                pairs.push(entry(r, first));
             }
             if joined < n
                 && let Some(r) = rank(start, end[joined])
             {
-                pairs.push(Reverse((r, start)));
+                pairs.push(entry(r, start));
             }
         }
         parts
+    }
+
+    /// [`Counter::count_piece`] for a piece of at most [`SHORT_PIECE`] bytes, as tiktoken merges
+    /// it: the parts in an array on the stack, each with the rank of it joined to the next, and
+    /// the leftmost lowest joined until none is a token. Most pieces are a few bytes: this
+    /// allocates nothing for them.
+    fn count_short(&self, piece: &[u8]) -> usize {
+        const NONE: Rank = Rank::MAX;
+        let n = piece.len();
+        // `parts[i]`: where part `i` starts, and the rank of it joined to part `i + 1`; the last
+        // entry is the piece's end.
+        let mut parts = [(0usize, NONE); SHORT_PIECE + 1];
+        for (i, part) in parts.iter_mut().enumerate().take(n + 1) {
+            let rank = if i + 2 <= n {
+                self.rank_of(&piece[i..i + 2])
+            } else {
+                None
+            };
+            *part = (i, rank.unwrap_or(NONE));
+        }
+        let mut len = n + 1;
+        // The rank of part `i` joined to part `i + 1`, in `parts[..len]`.
+        let joined = |parts: &[(usize, Rank)], len: usize, i: usize| {
+            if i + 2 < len {
+                self.rank_of(&piece[parts[i].0..parts[i + 2].0])
+                    .unwrap_or(NONE)
+            } else {
+                NONE
+            }
+        };
+        loop {
+            let mut lowest = (NONE, 0);
+            for (i, &(_, rank)) in parts[..len - 1].iter().enumerate() {
+                if rank < lowest.0 {
+                    lowest = (rank, i);
+                }
+            }
+            let (rank, i) = lowest;
+            if rank == NONE {
+                return len - 1;
+            }
+            // Part `i` takes in part `i + 1`.
+            parts.copy_within(i + 2..len, i + 1);
+            len -= 1;
+            parts[i].1 = joined(&parts, len, i);
+            if i > 0 {
+                parts[i - 1].1 = joined(&parts, len, i - 1);
+            }
+        }
     }
 }
 
@@ -198,6 +323,23 @@ mod tests {
         #[test]
         fn any_text_counts_as_tiktoken_counts_it(text in "(?s).{0,200}") {
             prop_assert_eq!(counter().count(&text), tiktoken(&text));
+        }
+
+        /// Whitespace of every kind in runs before words, digits, punctuation, line breaks and
+        /// the end: where tiktoken's lookahead (`\s+(?!\S)`, see [`Split`]) decides the split.
+        #[test]
+        fn whitespace_runs_split_as_tiktoken_splits_them(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    " ", "  ", "\t", "\u{a0}", "\u{3000}", "\u{2028}", "\n", "\r\n", " \n ",
+                    "\x0b", "word", "Word", "'s", "'LL", "42", "12345", "!", "...", "\"", "é", "世界",
+                    "/", "-x", "🎉",
+                ]),
+                0..40,
+            ),
+        ) {
+            let text = parts.concat();
+            prop_assert_eq!(counter().count(&text), tiktoken(&text), "{:?}", text);
         }
 
         /// Long runs without a split, where the merge order decides the count.
