@@ -25,26 +25,27 @@ pub fn map_result(server: &str, tool: &str, result: CallToolResult) -> Result<Va
     if let Some(structured) = result.structured_content {
         return Ok(structured);
     }
-    let mut values: Vec<Value> = result.content.iter().map(block_value).collect();
+    let mut values: Vec<Value> = result.content.into_iter().map(block_value).collect();
     Ok(match values.len() {
         0 => Value::Null,
-        1 => values.remove(0),
+        1 => values.pop().unwrap_or(Value::Null),
         _ => Value::Array(values),
     })
 }
 
-fn block_value(block: &ContentBlock) -> Value {
-    if let Some(text) = block.as_text() {
-        // Only text that looks like JSON is tried: most plain text fails fast either way, but
-        // this keeps a long message from being scanned by the parser at all.
-        let trimmed = text.text.trim();
-        let looks_like_json = trimmed.starts_with(['{', '[', '"'])
-            || matches!(trimmed, "null" | "true" | "false")
-            || trimmed.parse::<f64>().is_ok();
-        if looks_like_json && let Ok(value) = serde_json::from_str(&text.text) {
-            return value;
-        }
-        return Value::String(text.text.clone());
+/// A block's value; its text is moved, not copied, into the value.
+fn block_value(block: ContentBlock) -> Value {
+    let ContentBlock::Text(text) = block else {
+        return serde_json::to_value(&block).unwrap_or(Value::Null);
+    };
+    // Only text that looks like JSON is tried: most plain text fails fast either way, but
+    // this keeps a long message from being scanned by the parser at all.
+    let trimmed = text.text.trim();
+    let looks_like_json = trimmed.starts_with(['{', '[', '"'])
+        || matches!(trimmed, "null" | "true" | "false")
+        || trimmed.parse::<f64>().is_ok();
+    if looks_like_json && let Ok(value) = serde_json::from_str(&text.text) {
+        return value;
     }
-    serde_json::to_value(block).unwrap_or(Value::Null)
+    Value::String(text.text)
 }

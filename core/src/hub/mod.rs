@@ -1289,9 +1289,16 @@ impl Hub {
                 message: "the arguments must be an object".to_owned(),
             });
         };
+        // Only a server with an account may be sent the call a second time (below): only then
+        // is a copy of the arguments kept for it.
+        let mut arguments = Some(arguments);
         for attempt in 0..2 {
+            let sending = match (attempt, &slot.account) {
+                (0, Some(_)) => arguments.clone(),
+                _ => arguments.take(),
+            };
             let outcome = self
-                .send_once(&slot, server, tool, &arguments, &options)
+                .send_once(&slot, server, tool, sending.unwrap_or_default(), &options)
                 .await;
             // A refused token (HTTP 401) is refreshed once and the call sent again: the server
             // did not run it.
@@ -1374,7 +1381,7 @@ impl Hub {
         slot: &Arc<Slot>,
         server: &str,
         tool: &str,
-        arguments: &serde_json::Map<String, Value>,
+        arguments: serde_json::Map<String, Value>,
         options: &CallOptions,
     ) -> Result<CallToolResult, CallError> {
         let session = options.session.as_deref();
@@ -1388,7 +1395,6 @@ impl Hub {
             server: server.to_owned(),
             reason,
         })?;
-        let arguments = arguments.clone();
         let timeout = options
             .timeout
             .or(slot.config.call_timeout_ms.map(Duration::from_millis))
