@@ -3,7 +3,8 @@
 //! encoding of OpenAI's current models; other vendors' tokenizers differ by some percent).
 //!
 //! Counting is bounded: a text is tokenized up to [`MAX_COUNTED_BYTES`] and the rest
-//! extrapolated from that part's tokens per byte (the count then says it is an estimate).
+//! extrapolated from that part's tokens per byte (the count then says it is an estimate), and
+//! so is an unbroken piece of the split past 8 KiB (`bpe::MAX_PIECE`).
 //! The encoding's tables load once, on first use, and a tool result's tokens are counted on a
 //! blocking thread while the program goes on ([`Pending`]), never on the call's path.
 
@@ -103,11 +104,12 @@ fn count_prefix(prefix: &str, total: usize) -> Count {
             estimated: true,
         };
     };
-    let tokens = counter.count(counted) as u64;
+    let counted = counter.count(counted);
+    let tokens = counted.tokens as u64;
     if cut >= total {
         return Count {
             tokens,
-            estimated: false,
+            estimated: counted.estimated,
         };
     }
     let per_byte = if cut == 0 {
