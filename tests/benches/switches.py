@@ -7,11 +7,15 @@ calls (or rounds of ten at once with --all), builds alternating round by round. 
 thread of the gateway and its children it reads `/proc/<pid>/task/<tid>/schedstat` (time on a
 CPU) and `status` (voluntary and involuntary switches) before and after, and prints the
 medians per call: wall time, then CPU time and switches per thread kind (the async threads,
-`tokio-rt-worker`; the engine threads, `runbyte-sandbox`; the downstream server, `node`).
-Linux only (it reads /proc).
+`tokio-rt-worker`, which name the blocking threads that count results' tokens too; the engine
+threads, `runbyte-sandbox`; the downstream server, `node`). Linux only (it reads /proc).
+With --message-bytes, each call echoes a message that long (one letter repeated, words, or
+base64-like text): what a large result costs the gateway.
 
     python3 tests/benches/switches.py target/release /path/to/old/target/release
     python3 tests/benches/switches.py --isolation process --rounds 9 target/release
+    python3 tests/benches/switches.py --calls 100 --message-bytes 262144 --message-kind base64 \
+        target/release /path/to/old/target/release
 
 Needs scripts/test-deps (node and server-everything in .test-deps).
 """
@@ -102,15 +106,26 @@ class Gateway:
         self.process.wait()
 
 
-def program(calls, at_once):
+# The message each call echoes, as a JavaScript expression of its length `n` (the result is the
+# message and six bytes more: the gateway parses it, counts its tokens and hands it over).
+MESSAGES = {
+    "letter": "'m'.repeat(n)",
+    "words": "Array.from({ length: n }, (_, i) => ['the', 'quick', 'brown', 'fox', 'jumps', "
+             "'over', 'lazy', 'dog', 'json', 'value'][(i * 7) % 10]).join(' ').slice(0, n)",
+    "base64": "Array.from({ length: n }, (_, i) => 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+              "0123456789+/'[((i * 2654435761) >>> 7) % 64]).join('')",
+}
+
+
+def program(calls, at_once, size=1, kind="letter"):
+    message = (f"import {{ echo }} from './servers/everything/echo'; const n = {size};\n"
+               f"const m = {MESSAGES[kind]}; let n2 = 0;\n")
     if at_once:
-        return ("import { echo } from './servers/everything/echo'; let n = 0;\n"
-                f"for (let i = 0; i < {calls // 10}; i++) n += (await Promise.all("
-                "Array.from({ length: 10 }, () => echo({ message: 'm' })))).length;\n"
-                "export default n;")
-    return ("import { echo } from './servers/everything/echo'; let n = 0;\n"
-            f"for (let i = 0; i < {calls}; i++) if ((await echo({{ message: 'm' }})) === 'Echo: m') n++;\n"
-            "export default n;")
+        return (message + f"for (let i = 0; i < {calls // 10}; i++) n2 += (await Promise.all("
+                "Array.from({ length: 10 }, () => echo({ message: m })))).filter("
+                "(r) => r === 'Echo: ' + m).length;\nexport default n2;")
+    return (message + f"for (let i = 0; i < {calls}; i++) if ((await echo({{ message: m }})) === 'Echo: ' + m) n2++;\n"
+            "export default n2;")
 
 
 def measure(gateway, code, calls):
@@ -140,8 +155,12 @@ def main():
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--all", action="store_true", help="calls ten at a time (Promise.all)")
+    parser.add_argument("--message-bytes", type=int, default=1,
+                        help="the length of the message each call echoes (default 1)")
+    parser.add_argument("--message-kind", default="letter", choices=sorted(MESSAGES),
+                        help="one letter repeated, words, or base64-like text")
     args = parser.parse_args()
-    code = program(args.calls, args.all)
+    code = program(args.calls, args.all, args.message_bytes, args.message_kind)
     figures = {build: [] for build in args.builds}
     for _ in range(args.rounds):
         for build in args.builds:
@@ -153,6 +172,8 @@ def main():
                 finally:
                     gateway.close()
     shape = "ten at a time" if args.all else "sequential"
+    if args.message_bytes > 1:
+        shape += f" {args.message_bytes}-byte {args.message_kind}"
     print(f"\n{args.calls} {shape} echo calls per execution, {args.isolation} isolation, "
           f"medians of {args.rounds} alternating rounds; per call:\n")
     header = "| build | wall |" + "".join(f" {kind} CPU | switches (vol/invol) |" for kind in KINDS)
