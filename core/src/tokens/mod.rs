@@ -4,7 +4,8 @@
 //!
 //! Counting is bounded: a text is tokenized up to [`MAX_COUNTED_BYTES`] and the rest
 //! extrapolated from that part's tokens per byte (the count then says it is an estimate), and
-//! so is an unbroken piece of the split past 8 KiB (`bpe::MAX_PIECE`).
+//! so is an unbroken piece of the split past 8 KiB (`bpe::MAX_PIECE`) and a text's long pieces
+//! past 32 KiB of them (`bpe::LONG_BYTES`).
 //! The encoding's tables load once, on first use, and a tool result's tokens are counted on a
 //! blocking thread while the program goes on ([`Pending`]), never on the call's path.
 
