@@ -9,8 +9,8 @@ CPU) and `status` (voluntary and involuntary switches) before and after, and pri
 medians per call: wall time, then CPU time and switches per thread kind (the async threads,
 `tokio-rt-worker`, which name the blocking threads that count results' tokens too; the engine
 threads, `runbyte-sandbox`; the downstream server, `node`). Linux only (it reads /proc).
-With --message-bytes, each call echoes a message that long (one letter repeated, words, or
-base64-like text): what a large result costs the gateway.
+With --message-bytes, each call echoes a message that long (one letter repeated, runs of one
+letter and a space, words, or base64-like text): what a large result costs the gateway.
 
     python3 tests/benches/switches.py target/release /path/to/old/target/release
     python3 tests/benches/switches.py --isolation process --rounds 9 target/release
@@ -110,6 +110,7 @@ class Gateway:
 # message and six bytes more: the gateway parses it, counts its tokens and hands it over).
 MESSAGES = {
     "letter": "'m'.repeat(n)",
+    "runs": "('m'.repeat(8191) + ' ').repeat(Math.ceil(n / 8192)).slice(0, n)",
     "words": "Array.from({ length: n }, (_, i) => ['the', 'quick', 'brown', 'fox', 'jumps', "
              "'over', 'lazy', 'dog', 'json', 'value'][(i * 7) % 10]).join(' ').slice(0, n)",
     "base64": "Array.from({ length: n }, (_, i) => 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -158,7 +159,8 @@ def main():
     parser.add_argument("--message-bytes", type=int, default=1,
                         help="the length of the message each call echoes (default 1)")
     parser.add_argument("--message-kind", default="letter", choices=sorted(MESSAGES),
-                        help="one letter repeated, words, or base64-like text")
+                        help="one letter repeated, runs of 8191 letters and a space, words, "
+                        "or base64-like text")
     args = parser.parse_args()
     code = program(args.calls, args.all, args.message_bytes, args.message_kind)
     figures = {build: [] for build in args.builds}
