@@ -348,6 +348,19 @@ mod tests {
         }
     }
 
+    /// The costliest text to count exactly: 256 KiB (`MAX_COUNTED_BYTES`) of pieces of the
+    /// longest size merged without a budget, runs of one letter that merge and merge again.
+    /// Counted as tiktoken counts it; the time bound only catches a hang (release: ~14 ms).
+    #[test]
+    fn the_costliest_exact_text_counts_exactly_and_ends() {
+        let text = format!(" {}", "x".repeat(SHORT_PIECE - 1))
+            .repeat(crate::tokens::MAX_COUNTED_BYTES / SHORT_PIECE);
+        let began = std::time::Instant::now();
+        let counted = counter().count(&text);
+        assert!(began.elapsed() < std::time::Duration::from_secs(60));
+        assert_eq!(counted, exact(tiktoken(&text)));
+    }
+
     /// Long pieces past `LONG_BYTES` are estimated from those merged, near their real count.
     #[test]
     fn long_pieces_past_the_budget_are_estimated_from_those_merged() {
