@@ -164,6 +164,11 @@ pub fn shown_text(result: &CallToolResult) -> (String, usize) {
 /// of issue 14 pays for on a busy machine).
 const BATCH_BYTES: usize = 64 << 10;
 
+/// At most this much text left uncounted when an execution's counts are asked for is counted
+/// on the asking thread: a few microseconds, less than handing it to a blocking thread costs
+/// (a wake-up there and one back), which a program of one small call would wait for.
+const INLINE_BYTES: usize = 1 << 10;
+
 /// The tool results of one execution being counted, by server.
 #[derive(Default)]
 pub struct Pending {
@@ -206,6 +211,21 @@ impl Batches {
     }
 }
 
+impl Batches {
+    /// What was gathered, counted on this thread if it is little (at most [`INLINE_BYTES`]) and
+    /// the tables are loaded: sooner than a blocking thread could wake for it. Else nothing.
+    fn count_here(&mut self) -> Vec<(String, Count)> {
+        if self.gathered_bytes > INLINE_BYTES || !*LOADED.borrow() {
+            return Vec::new();
+        }
+        self.gathered_bytes = 0;
+        std::mem::take(&mut self.gathered)
+            .into_iter()
+            .map(|(server, text, total)| (server, count_prefix(&text, total)))
+            .collect()
+    }
+}
+
 /// A text's tokens guessed from its size, for a count that did not finish in time.
 fn estimate(bytes: usize) -> Count {
     Count {
@@ -236,8 +256,12 @@ impl Pending {
 
     /// The counts, by server: exact where counting finished within `wait`, estimated where not.
     pub async fn by_server(&self, wait: std::time::Duration) -> BTreeMap<String, Count> {
+        let mut by_server: BTreeMap<String, Count> = BTreeMap::new();
         let counting = match self.state.lock() {
             Ok(mut state) => {
+                for (server, count) in state.count_here() {
+                    *by_server.entry(server).or_default() += count;
+                }
                 state.count_gathered();
                 std::mem::take(&mut state.counting)
             }
@@ -249,7 +273,6 @@ impl Pending {
             let _ = tokio::time::timeout(LOAD_WAIT, loaded.wait_for(|loaded| *loaded)).await;
         }
         let until = tokio::time::Instant::now() + wait;
-        let mut by_server: BTreeMap<String, Count> = BTreeMap::new();
         for (sizes, task) in counting {
             match tokio::time::timeout_at(until, task).await {
                 Ok(Ok(counts)) => {
@@ -390,6 +413,30 @@ mod tests {
                 estimated: true
             }
         );
+    }
+
+    /// A little text left when the counts are asked for is counted then and there; more goes
+    /// to a blocking thread.
+    #[tokio::test]
+    async fn a_small_remainder_is_counted_without_a_thread() {
+        warm();
+        let small = "a small result, counted at once".repeat(INLINE_BYTES / 64);
+        let pending = Pending::default();
+        pending.add(
+            "s",
+            &CallToolResult::success(vec![ContentBlock::text(&small)]),
+        );
+        let counted = pending.state.lock().unwrap().count_here();
+        assert_eq!(counted, vec![("s".to_owned(), count(&small))]);
+        assert!(pending.state.lock().unwrap().gathered.is_empty());
+        let large = small.repeat(3);
+        pending.add(
+            "s",
+            &CallToolResult::success(vec![ContentBlock::text(&large)]),
+        );
+        assert!(pending.state.lock().unwrap().count_here().is_empty());
+        let by_server = pending.by_server(std::time::Duration::from_secs(60)).await;
+        assert_eq!(by_server["s"], count(&large));
     }
 
     #[test]
