@@ -252,7 +252,7 @@ impl EngineThread {
                 );
                 let _ = done.blocking_send(FromEngine::Done { report });
                 // The next execution's engine is made now, off its path.
-                engine::between_runs();
+                engine::yield_then_between_runs();
             }),
         )?;
         Ok(EngineThread {

@@ -217,6 +217,6 @@ impl Worker {
         );
         link.send(FromEngine::Done { report });
         self.link = link;
-        engine::between_runs();
+        engine::yield_then_between_runs();
     }
 }
