@@ -3,12 +3,14 @@
 //! tiktoken-rs's `CoreBPE` keeps each of the encoding's 200,000 tokens three times (an encoder
 //! map, a decoder map and a sorted list, each token its own allocation) and 256 copies of its
 //! split pattern: about 27 MiB for as long as the process runs. A count needs only the ranks:
-//! here every token's bytes sit in one buffer, each rank's span of it in a table, and a hash
-//! table of ranks finds a token's rank by its bytes: about 4 MiB. The table is read once from tiktoken-rs's own encoding (built, read, then dropped),
-//! the text is split as the encoding's own pattern splits it (see [`Split`]), and each piece is
-//! merged as tiktoken merges it (the lowest-ranked adjacent pair first, the leftmost of equal
-//! ranks), in O(n log n) for a piece of n bytes. The counts equal tiktoken's; the tests compare
-//! them on generated texts.
+//! here the tokens are read where the binary holds them ([`TOKENS`]), each rank's span of them
+//! in a table, and a hash table of ranks finds a token's rank by its bytes: about 3 MiB, made
+//! in a few milliseconds (building tiktoken-rs's encoding to read it took about 0.3 s of CPU at
+//! each start, which a gateway's first answers waited for). The text is split as the encoding's own pattern
+//! splits it (see [`Split`]), and each piece is merged as tiktoken merges it (the lowest-ranked
+//! adjacent pair first, the leftmost of equal ranks), in O(n log n) for a piece of n bytes. The
+//! counts equal tiktoken's; the tests compare them on generated texts, and the tokens and the
+//! pattern with tiktoken-rs's own.
 
 use std::{
     cell::OnceCell,
@@ -22,11 +24,32 @@ use rustc_hash::FxHasher;
 /// A rank of the encoding: a token's number, and its merge priority (lower merges first).
 type Rank = u32;
 
+/// `o200k_base`'s tokens in rank order from rank 0, each as its length (one byte) and its
+/// bytes: the encoding's file (OpenAI's tiktoken, MIT: `o200k_base.tokens.LICENSE`) without its
+/// base64 and its ranks. Made, and checked against tiktoken-rs, by the test
+/// `the_tokens_are_tiktokens` (`RUNBYTE_WRITE_TOKENS=1` writes it again).
+static TOKENS: &[u8] = include_bytes!("o200k_base.tokens");
+
+/// `o200k_base`'s split pattern, as tiktoken-rs has it (`O200K_BASE_PAT_STR`; a test compares).
+const PATTERN: &str = concat!(
+    r#"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"#,
+    "|",
+    r#"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"#,
+    "|",
+    r#"\p{N}{1,3}"#,
+    "|",
+    r#" ?[^\s\p{L}\p{N}]+[\r\n/]*"#,
+    "|",
+    r#"\s*[\r\n]+"#,
+    "|",
+    r#"\s+(?!\S)"#,
+    "|",
+    r#"\s+"#
+);
+
 /// The encoding's tokens and ranks, and its split pattern.
 pub struct Counter {
-    /// Every token's bytes, one after another.
-    bytes: Box<[u8]>,
-    /// By rank: where its token's bytes start and end in `bytes` (an empty span: no token).
+    /// By rank: where its token's bytes start and end in [`TOKENS`] (an empty span: no token).
     spans: Box<[(u32, u32)]>,
     /// The ranks, found by their token's bytes.
     ranks: hashbrown::HashTable<Rank>,
@@ -125,41 +148,47 @@ const HASHER: BuildHasherDefault<FxHasher> = BuildHasherDefault::new();
 /// The tokens of `o200k_base` above which a rank is a special token's (`<|endoftext|>`, ...),
 /// never produced by ordinary text.
 const FIRST_SPECIAL: Rank = 199_999;
+/// The ordinary tokens of `o200k_base`: ranks 0 to 199,997 (199,998 is none).
+const TOKEN_COUNT: usize = 199_998;
 
 impl Counter {
-    /// Reads `o200k_base` from tiktoken-rs. `Err` when its tables or pattern do not read (a
-    /// tiktoken-rs that changed them).
+    /// Reads `o200k_base` from [`TOKENS`]. `Err` when they do not read (cut short, or of another
+    /// number than the encoding's).
     pub fn o200k_base() -> Result<Counter, String> {
-        let core = tiktoken_rs::o200k_base().map_err(|e| e.to_string())?;
-        let mut tokens = Vec::with_capacity(FIRST_SPECIAL as usize);
-        let mut bytes = 0usize;
-        for rank in 0..FIRST_SPECIAL {
-            if let Ok(token) = core.decode_bytes(&[rank]) {
-                bytes += token.len();
-                tokens.push((rank, token));
-            }
-        }
-        drop(core);
-        let mut buffer = Vec::with_capacity(bytes);
         let mut spans = vec![(0u32, 0u32); FIRST_SPECIAL as usize];
-        for (rank, token) in &tokens {
-            let start = u32::try_from(buffer.len()).map_err(|e| e.to_string())?;
-            buffer.extend_from_slice(token);
-            let end = u32::try_from(buffer.len()).map_err(|e| e.to_string())?;
-            spans[*rank as usize] = (start, end);
+        let (mut at, mut rank) = (0usize, 0usize);
+        while at < TOKENS.len() {
+            let start = at + 1;
+            let end = start + usize::from(TOKENS[at]);
+            let span = spans
+                .get_mut(rank)
+                .ok_or_else(|| format!("the o200k_base tokens hold more than {FIRST_SPECIAL}"))?;
+            if end > TOKENS.len() {
+                return Err(format!(
+                    "the o200k_base tokens are cut short at rank {rank}"
+                ));
+            }
+            *span = (
+                u32::try_from(start).map_err(|e| e.to_string())?,
+                u32::try_from(end).map_err(|e| e.to_string())?,
+            );
+            (at, rank) = (end, rank + 1);
         }
-        let mut ranks = hashbrown::HashTable::with_capacity(tokens.len());
-        for (rank, token) in &tokens {
-            let hash = HASHER.hash_one(token.as_slice());
-            ranks.insert_unique(hash, *rank, |rank: &Rank| {
+        if rank != TOKEN_COUNT {
+            return Err(format!(
+                "the o200k_base tokens hold {rank} tokens, not {TOKEN_COUNT}"
+            ));
+        }
+        let mut ranks = hashbrown::HashTable::with_capacity(rank);
+        for (rank, &(start, end)) in spans.iter().enumerate().take(TOKEN_COUNT) {
+            let hash = HASHER.hash_one(&TOKENS[start as usize..end as usize]);
+            ranks.insert_unique(hash, rank as Rank, |rank: &Rank| {
                 let (start, end) = spans[*rank as usize];
-                HASHER.hash_one(&buffer[start as usize..end as usize])
+                HASHER.hash_one(&TOKENS[start as usize..end as usize])
             });
         }
-        drop(tokens);
-        let split = Split::new(tiktoken_rs::O200K_BASE_PAT_STR)?;
+        let split = Split::new(PATTERN)?;
         Ok(Counter {
-            bytes: buffer.into_boxed_slice(),
             spans: spans.into_boxed_slice(),
             ranks,
             split,
@@ -172,7 +201,7 @@ impl Counter {
         self.ranks
             .find(hash, |rank| {
                 let (start, end) = self.spans[*rank as usize];
-                &self.bytes[start as usize..end as usize] == token
+                &TOKENS[start as usize..end as usize] == token
             })
             .copied()
     }
@@ -333,6 +362,45 @@ mod tests {
         static COUNTER: std::sync::LazyLock<Counter> =
             std::sync::LazyLock::new(|| Counter::o200k_base().unwrap());
         &COUNTER
+    }
+
+    /// [`TOKENS`] are tiktoken-rs's `o200k_base` tokens, rank by rank, and [`PATTERN`] its
+    /// pattern. `RUNBYTE_WRITE_TOKENS=1` writes the tokens from tiktoken-rs first (after a
+    /// tiktoken-rs that changed them).
+    #[test]
+    fn the_tokens_are_tiktokens() {
+        assert_eq!(PATTERN, tiktoken_rs::O200K_BASE_PAT_STR);
+        let core = tiktoken_rs::o200k_base().unwrap();
+        let tokens: Vec<Vec<u8>> = (0..TOKEN_COUNT as Rank)
+            .map(|rank| core.decode_bytes(&[rank]).unwrap())
+            .collect();
+        for rank in TOKEN_COUNT as Rank..FIRST_SPECIAL {
+            assert!(
+                core.decode_bytes(&[rank]).is_err(),
+                "rank {rank} is a token"
+            );
+        }
+        if std::env::var_os("RUNBYTE_WRITE_TOKENS").is_some() {
+            let mut file = Vec::new();
+            for token in &tokens {
+                file.push(u8::try_from(token.len()).unwrap());
+                file.extend_from_slice(token);
+            }
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/tokens/o200k_base.tokens");
+            std::fs::write(path, file).unwrap();
+            return;
+        }
+        let counter = counter();
+        for (rank, token) in tokens.iter().enumerate() {
+            let (start, end) = counter.spans[rank];
+            assert_eq!(
+                &TOKENS[start as usize..end as usize],
+                token.as_slice(),
+                "rank {rank}"
+            );
+            assert_eq!(counter.rank_of(token), Some(rank as Rank));
+        }
+        assert_eq!(counter.spans[TOKEN_COUNT], (0, 0));
     }
 
     fn tiktoken(text: &str) -> usize {

@@ -69,11 +69,12 @@ const LOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// at once); `None` if they did not load (then counts are estimated, and an ERROR said why).
 fn counter() -> Option<&'static bpe::Counter> {
     static COUNTER: std::sync::LazyLock<Option<bpe::Counter>> = std::sync::LazyLock::new(|| {
+        let began = std::time::Instant::now();
         let counter = bpe::Counter::o200k_base()
             .inspect_err(|why| tracing::error!("the {ENCODING} tables did not load: {why}"))
             .ok();
-        // Reading them built tiktoken's own tables, dropped since.
-        crate::platform::memory::give_back_free_memory();
+        let ms = began.elapsed().as_secs_f64() * 1e3;
+        tracing::debug!(ms, "the {ENCODING} tables loaded");
         counter
     });
     let counter = COUNTER.as_ref();
