@@ -139,6 +139,7 @@ async function start(build) {
     await new Promise((r) => setTimeout(r, 20));
   }
   gateway.listed = performance.now() - started;
+  gateway.cpuAtReady = cpuMs(transport.pid);
   return gateway;
 }
 
@@ -168,6 +169,17 @@ function rssMiB(pid) {
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
     const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
     return kib / 1024;
+  } catch {
+    return NaN;
+  }
+}
+
+// The CPU time the gateway's own process has used (its threads, not its servers'), in ms; Linux only.
+function cpuMs(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    // utime and stime, in clock ticks of 10 ms (USER_HZ is 100 on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return NaN;
   }
@@ -209,6 +221,7 @@ try {
   for (const build of builds) {
     const gateway = await start(build);
     put(build.tag, "listed", gateway.listed);
+    put(build.tag, "cpuAtReady", gateway.cpuAtReady);
     // The namespace import first, on a fresh gateway: every worker's first time. Workers are
     // taken in turn, so 2 × the pool's size covers each at least once.
     for (let i = 0; i < 8; i++) {
@@ -253,6 +266,7 @@ const get = (tag, key, pick = median) => pick(figures.get(tag)[key] ?? [NaN]);
 const max = (values) => Math.max(...values);
 const rows = [
   ["servers listed after start (one sample)", (t) => fmt(get(t, "listed")), "ready ≤ 1 s after the servers answer"],
+  ["the gateway's CPU time from start to then (one sample, Linux)", (t) => fmt(get(t, "cpuAtReady")), "—"],
   ["`export default 1`", (t) => fmt(get(t, "trivial")), "—"],
   [
     `one tool of a ${TOOLS}-tool server, called (× the 1-tool server's)`,
