@@ -6,11 +6,11 @@
 //! here the tokens are read where the binary holds them ([`TOKENS`]), each rank's span of them
 //! in a table, and a hash table of ranks finds a token's rank by its bytes: about 3 MiB, made
 //! in a few milliseconds (building tiktoken-rs's encoding to read it took about 0.3 s of CPU at
-//! each start, which a gateway's first answers waited for). The text is split as the encoding's own pattern
-//! splits it (see [`Split`]), and each piece is merged as tiktoken merges it (the lowest-ranked
-//! adjacent pair first, the leftmost of equal ranks), in O(n log n) for a piece of n bytes. The
-//! counts equal tiktoken's; the tests compare them on generated texts, and the tokens and the
-//! pattern with tiktoken-rs's own.
+//! each start, which a gateway's first answers waited for). The text is split as the encoding's
+//! own pattern splits it (see [`Split`]), and each piece is merged as tiktoken merges it (the
+//! lowest-ranked adjacent pair first, the leftmost of equal ranks), in O(n log n) for a piece of
+//! n bytes. The counts equal tiktoken's; the tests compare them on generated texts, and the
+//! tokens and the pattern with tiktoken-rs's own.
 
 use std::{
     cmp::Reverse,
@@ -83,8 +83,8 @@ const MAX_CACHES: usize = 8;
 const LOOKAHEAD: &str = r"\s+(?!\S)|";
 
 impl Split {
-    /// `tiktoken`'s pattern less its lookahead. `Err` if the pattern no longer has it where
-    /// this expects it (a tiktoken-rs that changed it).
+    /// `tiktoken`'s pattern less its lookahead. `Err` if the pattern does not have it where this
+    /// expects it ([`PATTERN`] edited unlike tiktoken's, which a test compares it with).
     fn new(tiktoken: &str) -> Result<Split, String> {
         if tiktoken.matches(LOOKAHEAD).count() != 1 || !tiktoken.ends_with(r"|\s+") {
             return Err(format!(

@@ -6,8 +6,9 @@
 //! extrapolated from that part's tokens per byte (the count then says it is an estimate), and
 //! so is an unbroken piece of the split past 8 KiB (`bpe::MAX_PIECE`) and a text's long pieces
 //! past 32 KiB of them (`bpe::LONG_BYTES`).
-//! The encoding's tables load once, on first use, and a tool result's tokens are counted on a
-//! blocking thread while the program goes on ([`Pending`]), never on the call's path.
+//! The encoding's tables load once (about 10 ms), at start or on first use. A tool result's
+//! tokens are counted on a blocking thread while the program goes on ([`Pending`]), never on the
+//! call's path; at most 1 KiB left when the program ends is counted then, by the thread asking.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -210,20 +211,16 @@ impl Batches {
         });
         self.counting.push((sizes, task));
     }
-}
 
-impl Batches {
-    /// What was gathered, counted on this thread if it is little (at most [`INLINE_BYTES`]) and
-    /// the tables are loaded: sooner than a blocking thread could wake for it. Else nothing.
-    fn count_here(&mut self) -> Vec<(String, Count)> {
+    /// What was gathered, taken to be counted by the caller, if it is little (at most
+    /// [`INLINE_BYTES`]) and the tables are loaded: sooner than a blocking thread could wake for
+    /// it. Else nothing.
+    fn take_small(&mut self) -> Vec<(String, String, usize)> {
         if self.gathered_bytes > INLINE_BYTES || !*LOADED.borrow() {
             return Vec::new();
         }
         self.gathered_bytes = 0;
         std::mem::take(&mut self.gathered)
-            .into_iter()
-            .map(|(server, text, total)| (server, count_prefix(&text, total)))
-            .collect()
     }
 }
 
@@ -257,17 +254,19 @@ impl Pending {
 
     /// The counts, by server: exact where counting finished within `wait`, estimated where not.
     pub async fn by_server(&self, wait: std::time::Duration) -> BTreeMap<String, Count> {
-        let mut by_server: BTreeMap<String, Count> = BTreeMap::new();
-        let counting = match self.state.lock() {
+        let (small, counting) = match self.state.lock() {
             Ok(mut state) => {
-                for (server, count) in state.count_here() {
-                    *by_server.entry(server).or_default() += count;
-                }
+                let small = state.take_small();
                 state.count_gathered();
-                std::mem::take(&mut state.counting)
+                (small, std::mem::take(&mut state.counting))
             }
-            Err(_) => Vec::new(),
+            Err(_) => (Vec::new(), Vec::new()),
         };
+        // Counted here, with the lock released.
+        let mut by_server: BTreeMap<String, Count> = BTreeMap::new();
+        for (server, text, total) in small {
+            *by_server.entry(server).or_default() += count_prefix(&text, total);
+        }
         // Loading the tables is not counting: the wait starts once they are there.
         if !counting.is_empty() {
             let mut loaded = LOADED.subscribe();
@@ -427,15 +426,24 @@ mod tests {
             "s",
             &CallToolResult::success(vec![ContentBlock::text(&small)]),
         );
-        let counted = pending.state.lock().unwrap().count_here();
-        assert_eq!(counted, vec![("s".to_owned(), count(&small))]);
+        let taken = pending.state.lock().unwrap().take_small();
+        assert_eq!(taken, vec![("s".to_owned(), small.clone(), small.len())]);
         assert!(pending.state.lock().unwrap().gathered.is_empty());
+        // What `by_server` takes so, it counts itself.
+        pending.add(
+            "s",
+            &CallToolResult::success(vec![ContentBlock::text(&small)]),
+        );
+        assert_eq!(
+            pending.by_server(std::time::Duration::ZERO).await["s"],
+            count(&small)
+        );
         let large = small.repeat(3);
         pending.add(
             "s",
             &CallToolResult::success(vec![ContentBlock::text(&large)]),
         );
-        assert!(pending.state.lock().unwrap().count_here().is_empty());
+        assert!(pending.state.lock().unwrap().take_small().is_empty());
         let by_server = pending.by_server(std::time::Duration::from_secs(60)).await;
         assert_eq!(by_server["s"], count(&large));
     }
