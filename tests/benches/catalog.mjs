@@ -177,7 +177,9 @@ function rssMiB(pid) {
 // The CPU time the gateway's own process has used (its threads, not its servers'), in ms; Linux only.
 function cpuMs(pid) {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    // After the name, which may itself hold ") ".
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
     // utime and stime, in clock ticks of 10 ms (USER_HZ is 100 on Linux).
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
